@@ -1,0 +1,136 @@
+"""``make(name, num_envs, ...)``: Brax, MuJoCo Playground DM Control Suite and toy environments by name.
+
+Names are ``brax/<env>``, ``dmc/<Task>`` and ``toy/<Name>``; ``jaxrl envs`` lists them all.
+"""
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from typing import Any, Callable
+
+import jax.numpy as jnp
+
+from jaxrl import ConfigError
+
+PREFIXES = ("brax/", "dmc/", "toy/")
+BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
+PLAYGROUND_IMPLS = ("jax", "warp")
+# Brax locomotion tasks that end an episode when the robot falls; the rest only hit the time limit.
+BRAX_NON_TERMINATING = {"halfcheetah", "reacher", "pusher", "swimmer", "fast"}
+
+
+@dataclasses.dataclass(frozen=True)
+class RawEnv:
+    """One unbatched environment with the interface every backend is adapted to.
+
+    ``reset(key) -> (state, obs)``; ``step(state, action) -> (state, obs, reward, terminated)``.
+    ``episode_length`` is the time limit in simulator steps (the wrappers turn it into truncation).
+    """
+
+    name: str
+    obs_size: int
+    action_size: int
+    episode_length: int
+    can_terminate: bool
+    reset: Callable[[Any], tuple[Any, Any]]
+    step: Callable[[Any, Any], tuple[Any, Any, Any, Any]]
+
+
+def _brax_names() -> list[str]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from brax import envs as brax_envs
+    return sorted(brax_envs._envs)  # brax keeps no public listing
+
+
+def _dmc_names() -> list[str]:
+    from mujoco_playground import dm_control_suite
+
+    return list(dm_control_suite.ALL_ENVS)
+
+
+def list_envs() -> list[str]:
+    from envs.toy import TOY_ENVS
+
+    return ([f"brax/{n}" for n in _brax_names()] + [f"dmc/{n}" for n in _dmc_names()]
+            + [f"toy/{n}" for n in TOY_ENVS])
+
+
+def _unknown(name: str, valid: list[str]) -> ConfigError:
+    shown = ", ".join(valid) if len(valid) <= 30 else ", ".join(valid[:30]) + ", ..."
+    return ConfigError(f"unknown env {name!r}; valid: {shown} (run `jaxrl envs` to list all)")
+
+
+def _from_state_api(name: str, env: Any, episode_length: int, can_terminate: bool) -> RawEnv:
+    """Adapt an env whose reset/step return a State with .obs/.reward/.done (Brax and Playground alike)."""
+
+    def reset(key):
+        state = env.reset(key)
+        return state, state.obs
+
+    def step(state, action):
+        state = env.step(state, action)
+        return state, state.obs, state.reward, state.done.astype(jnp.bool_)
+
+    return RawEnv(name, int(env.observation_size), int(env.action_size), episode_length, can_terminate,
+                  reset, step)
+
+
+def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: str = "jax",
+             episode_length: int | None = None) -> RawEnv:
+    """The unbatched env called ``name``; raises ConfigError (one line) for an unknown name or option."""
+    if not isinstance(name, str) or not name.startswith(PREFIXES):
+        raise ConfigError(f"unknown env {name!r}; names start with one of {', '.join(PREFIXES)} "
+                          "(run `jaxrl envs` to list all)")
+    prefix, _, task = name.partition("/")
+    if prefix == "toy":
+        from envs.toy import TOY_ENVS
+
+        if task not in TOY_ENVS:
+            raise _unknown(name, [f"toy/{n}" for n in TOY_ENVS])
+        raw = TOY_ENVS[task]()
+    elif prefix == "brax":
+        if brax_backend not in BRAX_BACKENDS:
+            raise ConfigError(f"unknown brax backend {brax_backend!r}; valid: {', '.join(BRAX_BACKENDS)}")
+        names = _brax_names()
+        if task not in names:
+            raise _unknown(name, [f"brax/{n}" for n in names])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from brax import envs as brax_envs
+
+            env = brax_envs.get_environment(task, backend=brax_backend)
+        raw = _from_state_api(name, env, 1000, task not in BRAX_NON_TERMINATING)
+    else:
+        if playground_impl not in PLAYGROUND_IMPLS:
+            raise ConfigError(f"unknown playground impl {playground_impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}")
+        names = _dmc_names()
+        if task not in names:
+            raise _unknown(name, [f"dmc/{n}" for n in names])
+        from mujoco_playground import dm_control_suite
+
+        cfg = dm_control_suite.get_default_config(task)
+        env = dm_control_suite.load(task, config_overrides={"impl": playground_impl})
+        # Playground's DM Control tasks end only on a NaN state; a finished episode is a time limit.
+        raw = _from_state_api(name, env, int(cfg.episode_length) * int(cfg.action_repeat), False)
+    if episode_length is not None:
+        if episode_length <= 0:
+            raise ConfigError(f"episode_length must be a positive number of env steps, got {episode_length}")
+        raw = dataclasses.replace(raw, episode_length=episode_length)
+    return raw
+
+
+def make(name: str, num_envs: int, *, action_repeat: int = 1, episode_length: int | None = None,
+         brax_backend: str = "generalized", playground_impl: str = "jax"):
+    """A batch of ``num_envs`` auto-resetting envs with time-limit truncation and episode statistics.
+
+    ``episode_length`` (env steps, counting action repeats) overrides the task's own time limit.
+    """
+    from envs.wrappers import VecEnv
+
+    if num_envs <= 0:
+        raise ConfigError(f"num_envs must be a positive integer, got {num_envs}")
+    if action_repeat <= 0:
+        raise ConfigError(f"action_repeat must be a positive integer, got {action_repeat}")
+    raw = make_raw(name, brax_backend=brax_backend, playground_impl=playground_impl, episode_length=episode_length)
+    return VecEnv(raw, num_envs, action_repeat)

@@ -1,0 +1,185 @@
+"""Device replay buffer: a pytree ring of rows, one row per batched env step. Pure init / add / sample.
+
+Layout. ``capacity`` counts **total transitions**; with N envs the ring has R = capacity // N rows of N
+transitions each. Each observation is stored once: the transition in row r of env e has s = obs[r, e] and
+s' = obs[r + 1, e] — except where the episode ended at row r, since row r + 1 then holds the first
+observation of the next episode. Those true final observations go to a small side ring ``final_obs``
+(F slots per env, written only at episode ends), and ``final_slot[r, e]`` points into it. For tasks that
+only end at a time limit, F = ceil(R / episode_length) + 2 slots always outlive every row that points at
+them; for tasks that can terminate at any step, F = R (every row could be an episode end).
+
+The newest row is never sampled (its s' is not written yet), so sampling never reads across the write head.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from jaxrl import ConfigError
+from jaxrl.types import Batch, WindowBatch
+
+
+@flax.struct.dataclass
+class BufferState:
+    obs: jax.Array  # [R, N, obs_size]
+    action: jax.Array  # [R, N, action_size]
+    reward: jax.Array  # [R, N]
+    terminated: jax.Array  # [R, N] bool
+    truncated: jax.Array  # [R, N] bool
+    episode_step: jax.Array  # [R, N] int32 index of the transition within its episode
+    final_slot: jax.Array  # [R, N] int32 slot of final_obs holding s' where the episode ended at this row
+    final_obs: jax.Array  # [F, N, obs_size]
+    final_count: jax.Array  # [N] int32 episode ends written per env (next slot = count % F)
+    ptr: jax.Array  # int32 next row to write
+    size: jax.Array  # int32 rows written so far (<= R)
+
+
+def final_slots_needed(rows: int, episode_length: int, can_terminate: bool) -> int:
+    if can_terminate:
+        return rows
+    return min(rows, math.ceil(rows / max(1, episode_length)) + 2)
+
+
+def layout(capacity: int, num_envs: int, obs_size: int, action_size: int, episode_length: int,
+           can_terminate: bool) -> tuple[int, int, int]:
+    """(rows, final_slots, bytes) of a buffer, validating the sizes (ConfigError, one line)."""
+    if capacity <= 0:
+        raise ConfigError(f"buffer_size must be a positive number of transitions, got {capacity}")
+    rows = capacity // num_envs
+    if rows < 2:
+        raise ConfigError(f"buffer_size={capacity} transitions gives {rows} row(s) for num_envs={num_envs}; "
+                          f"it must hold at least 2 steps of every env (>= {2 * num_envs})")
+    slots = final_slots_needed(rows, episode_length, can_terminate)
+    per_transition = 4 * (obs_size + action_size + 1) + 2 + 4 + 4
+    nbytes = rows * num_envs * per_transition + slots * num_envs * 4 * obs_size
+    return rows, slots, nbytes
+
+
+def available_bytes(device=None) -> int:
+    """Memory a buffer may take on ``device``: the accelerator's limit, or the host's available RAM."""
+    device = device or jax.devices()[0]
+    stats = device.memory_stats() if device.platform != "cpu" else None
+    if stats and "bytes_limit" in stats:
+        return int(stats["bytes_limit"]) - int(stats.get("bytes_in_use", 0))
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_AVPHYS_PAGES")
+
+
+def check_fits(nbytes: int, copies: int = 1, limit: int | None = None) -> None:
+    limit = available_bytes() if limit is None else limit
+    total = nbytes * copies
+    if total > limit:
+        raise ConfigError(f"replay buffer needs {total / 2**30:.2f} GiB ({copies} seed(s) x "
+                          f"{nbytes / 2**30:.2f} GiB) but only {limit / 2**30:.2f} GiB is available; "
+                          "lower buffer_size or seeds")
+
+
+def init(capacity: int, num_envs: int, obs_size: int, action_size: int, episode_length: int,
+         can_terminate: bool = True) -> BufferState:
+    rows, slots, _ = layout(capacity, num_envs, obs_size, action_size, episode_length, can_terminate)
+    return BufferState(
+        obs=jnp.zeros((rows, num_envs, obs_size), jnp.float32),
+        action=jnp.zeros((rows, num_envs, action_size), jnp.float32),
+        reward=jnp.zeros((rows, num_envs), jnp.float32),
+        terminated=jnp.zeros((rows, num_envs), jnp.bool_),
+        truncated=jnp.zeros((rows, num_envs), jnp.bool_),
+        episode_step=jnp.zeros((rows, num_envs), jnp.int32),
+        final_slot=jnp.zeros((rows, num_envs), jnp.int32),
+        final_obs=jnp.zeros((slots, num_envs, obs_size), jnp.float32),
+        final_count=jnp.zeros((num_envs,), jnp.int32),
+        ptr=jnp.zeros((), jnp.int32),
+        size=jnp.zeros((), jnp.int32),
+    )
+
+
+def rows_of(state: BufferState) -> int:
+    return state.obs.shape[0]
+
+
+def add(state: BufferState, obs, action, reward, terminated, truncated, final_obs, episode_step) -> BufferState:
+    """Write one batched step (leading axis N) at the write head. ``final_obs`` is kept only where done."""
+    rows, num_envs = state.reward.shape
+    done = terminated | truncated
+    env_index = jnp.arange(num_envs)
+    slot = state.final_count % state.final_obs.shape[0]
+    kept = jnp.where(done[:, None], final_obs, state.final_obs[slot, env_index])
+    return state.replace(
+        obs=state.obs.at[state.ptr].set(obs),
+        action=state.action.at[state.ptr].set(action),
+        reward=state.reward.at[state.ptr].set(reward),
+        terminated=state.terminated.at[state.ptr].set(terminated),
+        truncated=state.truncated.at[state.ptr].set(truncated),
+        episode_step=state.episode_step.at[state.ptr].set(episode_step),
+        final_slot=state.final_slot.at[state.ptr].set(slot),
+        final_obs=state.final_obs.at[slot, env_index].set(kept),
+        final_count=state.final_count + done.astype(jnp.int32),
+        ptr=(state.ptr + 1) % rows,
+        size=jnp.minimum(state.size + 1, rows),
+    )
+
+
+def num_transitions(state: BufferState) -> jax.Array:
+    """Transitions that can be sampled: all written rows but the newest, times N."""
+    return jnp.maximum(state.size - 1, 0) * state.reward.shape[1]
+
+
+def _next_obs(state: BufferState, row, env):
+    rows = rows_of(state)
+    done = state.terminated[row, env] | state.truncated[row, env]
+    from_final = state.final_obs[state.final_slot[row, env], env]
+    return jnp.where(done[..., None], from_final, state.obs[(row + 1) % rows, env])
+
+
+def sample(state: BufferState, key: jax.Array, batch_size: int) -> Batch:
+    """Uniform over sampleable transitions. The buffer must hold at least two rows."""
+    rows, num_envs = state.reward.shape
+    key_row, key_env = jax.random.split(key)
+    offset = jax.random.randint(key_row, (batch_size,), 0, jnp.maximum(state.size - 1, 1))
+    row = (state.ptr - state.size + offset) % rows
+    env = jax.random.randint(key_env, (batch_size,), 0, num_envs)
+    return Batch(obs=state.obs[row, env], action=state.action[row, env], reward=state.reward[row, env],
+                 next_obs=_next_obs(state, row, env), terminated=state.terminated[row, env],
+                 truncated=state.truncated[row, env])
+
+
+def sample_windows(state: BufferState, key: jax.Array, batch_size: int, length: int,
+                   candidates: int = 16) -> tuple[WindowBatch, jax.Array]:
+    """Contiguous windows of ``length`` transitions inside one episode, uniformly over such windows.
+
+    A window may end with the episode's last transition (its final obs comes from the side ring) but never
+    contains an episode end before that, and never reaches the newest row. Each batch element draws
+    ``candidates`` starts and keeps the first valid one (rejection sampling keeps it uniform); the returned
+    mask is False for the rare element whose candidates were all invalid (weight its loss by the mask).
+    """
+    rows, num_envs = state.reward.shape
+    key_row, key_env = jax.random.split(key)
+    shape = (batch_size, candidates)
+    span = jnp.maximum(state.size - length, 1)  # starts k with k + length <= size - 1
+    offset = jax.random.randint(key_row, shape, 0, span)
+    start = (state.ptr - state.size + offset) % rows
+    env = jax.random.randint(key_env, shape, 0, num_envs)
+    last = (start + length - 1) % rows
+    valid = (state.episode_step[last, env] == state.episode_step[start, env] + length - 1)
+    valid &= state.size - 1 >= length
+    choice = jnp.argmax(valid, axis=1)
+    pick = lambda x: jnp.take_along_axis(x, choice[:, None], axis=1)[:, 0]
+    start, env, ok = pick(start), pick(env), jnp.any(valid, axis=1)
+    rows_idx = (start[:, None] + jnp.arange(length)[None, :]) % rows  # [B, L]
+    env_idx = env[:, None]
+    obs = state.obs[rows_idx, env_idx]
+    last_next = _next_obs(state, rows_idx[:, -1], env)
+    window = WindowBatch(obs=jnp.concatenate([obs, last_next[:, None]], axis=1),
+                         action=state.action[rows_idx, env_idx], reward=state.reward[rows_idx, env_idx],
+                         terminated=state.terminated[rows_idx, env_idx],
+                         truncated=state.truncated[rows_idx, env_idx])
+    return window, ok

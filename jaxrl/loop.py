@@ -1,0 +1,248 @@
+"""The off-policy training loop: one jitted ``run_chunk`` scans over env steps, updates and evaluation.
+
+    state = trainer.init(seed, num_seeds)        # one pytree, every per-seed leaf with a leading seed axis
+    state, metrics = trainer.run_chunk(state)    # eval_every env steps, then one evaluation; no host sync
+    
+A chunk is a ``lax.scan`` over *blocks*; a block is ``block_iters`` batched env steps (act on all envs ->
+step -> add to buffer) followed by ``block_updates`` gradient updates, so fractional update-to-data ratios
+(1 update per 16 transitions) need no per-step branch. Seeds are a ``vmap`` over the per-seed state; the
+step counters are shared scalars outside that vmap, so "random actions until learning_starts" and "no
+updates before learning_starts" stay real ``lax.cond``s instead of computing both sides for every seed.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, NamedTuple
+
+import flax.struct
+import jax
+import jax.numpy as jnp
+
+from jaxrl import ConfigError
+from jaxrl import buffer as buffer_lib
+from jaxrl.agent import Agent
+from jaxrl.evaluate import evaluate
+from jaxrl.normalization import RunningStats, init_stats, normalize, update_stats
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+    """Training-loop settings. Env steps count simulator steps (action repeats included)."""
+
+    steps: int = 100_000
+    """total env steps to train for (rounded up to whole chunks of eval_every)"""
+    num_envs: int = 16
+    """envs stepped together for training"""
+    num_eval_envs: int = 10
+    """envs (= episodes) per deterministic evaluation"""
+    eval_every: int = 10_000
+    """env steps per chunk; one evaluation at the end of each (rounded up to whole update blocks)"""
+    learning_starts: int = 5_000
+    """env steps of uniform random actions before the first update"""
+    updates_per_step: float = 1.0
+    """gradient updates per transition added (one agent step of one env); fractions like 1/16 allowed"""
+    buffer_size: int = 1_000_000
+    """replay capacity in total transitions (over all envs)"""
+    action_repeat: int = 1
+    """simulator steps per agent decision"""
+    episode_length: int | None = None
+    """time limit in env steps; None keeps the task's own"""
+    normalize_obs: bool = False
+    """normalise observations by running statistics kept in the training state"""
+
+
+class Schedule(NamedTuple):
+    env_steps_per_iter: int  # num_envs * action_repeat
+    block_iters: int
+    block_updates: int
+    chunk_blocks: int
+
+    @property
+    def chunk_env_steps(self) -> int:
+        return self.env_steps_per_iter * self.block_iters * self.chunk_blocks
+
+
+def make_schedule(cfg: LoopConfig) -> Schedule:
+    for field in ("steps", "num_envs", "num_eval_envs", "eval_every", "buffer_size", "action_repeat"):
+        value = getattr(cfg, field)
+        if not isinstance(value, int) or value <= 0:
+            raise ConfigError(f"{field} must be a positive integer, got {value!r}")
+    if cfg.learning_starts < 0:
+        raise ConfigError(f"learning_starts must be >= 0 env steps, got {cfg.learning_starts}")
+    if not cfg.updates_per_step > 0:
+        raise ConfigError(f"updates_per_step must be > 0, got {cfg.updates_per_step}")
+    per_iter = cfg.updates_per_step * cfg.num_envs
+    if per_iter >= 1:
+        block_iters, block_updates = 1, round(per_iter)
+        exact = math.isclose(per_iter, block_updates, rel_tol=1e-6)
+    else:
+        block_iters, block_updates = round(1 / per_iter), 1
+        exact = math.isclose(1 / per_iter, block_iters, rel_tol=1e-6)
+    if not exact:
+        raise ConfigError(f"updates_per_step={cfg.updates_per_step} with num_envs={cfg.num_envs} gives "
+                          f"{per_iter:g} updates per batched step; it must be a whole number or 1/whole number")
+    env_steps_per_iter = cfg.num_envs * cfg.action_repeat
+    block_env_steps = env_steps_per_iter * block_iters
+    return Schedule(env_steps_per_iter, block_iters, block_updates, max(1, -(-cfg.eval_every // block_env_steps)))
+
+
+@flax.struct.dataclass
+class TrainState:
+    """Everything a run needs to continue exactly; per-seed leaves have a leading seed axis."""
+
+    agent: Any
+    buffer: buffer_lib.BufferState
+    env: Any
+    obs_stats: RunningStats
+    key: jax.Array  # [K, 2]
+    env_steps: jax.Array  # int32 scalar shared by all seeds
+    updates: jax.Array  # int32 scalar
+
+
+class Trainer(NamedTuple):
+    init: Any  # (seed: int, num_seeds: int) -> TrainState
+    run_chunk: Any  # jitted, donates its argument: TrainState -> (TrainState, metrics)
+    schedule: Schedule
+    metric_names: tuple[str, ...]
+
+
+def seed_keys(seed: int, num_seeds: int) -> jax.Array:
+    """Seed k of a K-seed run uses exactly the key of a single run with seed ``seed + k``."""
+    return jnp.stack([jax.random.PRNGKey(seed + k) for k in range(num_seeds)])
+
+
+def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Trainer:
+    """Build the jitted program for ``agent`` on ``env`` (a VecEnv with ``cfg.num_envs`` envs)."""
+    schedule = make_schedule(cfg)
+    spec = env.spec
+    batch_size = agent_cfg.batch_size
+    rows, _, _ = buffer_lib.layout(cfg.buffer_size, cfg.num_envs, spec.obs_size, spec.action_size,
+                                   env.decisions_per_episode, spec.can_terminate)
+    if batch_size <= 0 or batch_size > rows * cfg.num_envs:
+        raise ConfigError(f"batch_size={batch_size} must be between 1 and the buffer's {rows * cfg.num_envs} "
+                          "transitions (buffer_size)")
+    num_envs, action_size = cfg.num_envs, spec.action_size
+
+    def norm(stats, obs):
+        return normalize(stats, obs) if cfg.normalize_obs else obs
+
+    def init_one(key):
+        agent_key, env_key, key = jax.random.split(key, 3)
+        return dict(agent=agent.init(agent_key, spec, agent_cfg),
+                    buffer=buffer_lib.init(cfg.buffer_size, num_envs, spec.obs_size, action_size,
+                                           env.decisions_per_episode, spec.can_terminate),
+                    env=env.reset(env_key), obs_stats=init_stats(spec.obs_size), key=key)
+
+    @jax.jit
+    def _init(keys):
+        per_seed = jax.vmap(init_one)(keys)
+        return TrainState(**per_seed, env_steps=jnp.zeros((), jnp.int32), updates=jnp.zeros((), jnp.int32))
+
+    def init(seed: int, num_seeds: int = 1) -> TrainState:
+        return _init(seed_keys(seed, num_seeds))
+
+    # --------------------------------------------------------------------------- per-seed pieces (vmapped)
+
+    def policy_actions(agent_state, stats, obs, key):
+        return agent.act(agent_state, norm(stats, obs), key, agent_cfg, False)
+
+    def random_actions(agent_state, stats, obs, key):
+        return jax.random.uniform(key, (num_envs, action_size), minval=-1.0, maxval=1.0)
+
+    def env_step(env_state, buffer, stats, action):
+        new_env_state, out = env.step(env_state, action)
+        buffer = buffer_lib.add(buffer, env_state.obs, action, out.reward, out.terminated, out.truncated,
+                                out.final_obs, env_state.episode_step)
+        if cfg.normalize_obs:
+            stats = update_stats(stats, out.obs)
+        done = out.done.astype(jnp.float32)
+        return new_env_state, buffer, stats, jnp.sum(done * out.episode_return), jnp.sum(done)
+
+    def updates(agent_state, buffer, stats, key):
+        def one(agent_state, key):
+            sample_key, update_key = jax.random.split(key)
+            batch = buffer_lib.sample(buffer, sample_key, batch_size)
+            batch = batch.replace(obs=norm(stats, batch.obs), next_obs=norm(stats, batch.next_obs))
+            return agent.update(agent_state, batch, update_key, agent_cfg)
+
+        agent_state, metrics = jax.lax.scan(one, agent_state, jax.random.split(key, schedule.block_updates))
+        return agent_state, jax.tree.map(jnp.mean, metrics)
+
+    def eval_one(agent_state, stats, key):
+        policy = lambda obs: agent.act(agent_state, norm(stats, obs), None, agent_cfg, True)  # noqa: E731
+        return evaluate(eval_env, policy, key, cfg.num_eval_envs)
+
+    # Metric names and shapes, for the "no update yet" branch and the NaN guard.
+    def _metric_shapes():
+        def probe(key):
+            one_seed = init_one(key)
+            return updates(one_seed["agent"], one_seed["buffer"], one_seed["obs_stats"], key)[1]
+
+        return jax.eval_shape(probe, jax.random.PRNGKey(0))
+
+    metric_shapes = _metric_shapes()
+    metric_names = tuple(sorted(metric_shapes))
+
+    # ------------------------------------------------------------------------------------ the compiled chunk
+
+    def block(carry, _):
+        state, sums = carry
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(state.key)
+        key, act_keys, update_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+
+        def iteration(inner, act_key):
+            agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
+            warm = env_steps < cfg.learning_starts
+            action = jax.lax.cond(warm, jax.vmap(random_actions), jax.vmap(policy_actions),
+                                  agent_state, stats, env_state.obs, act_key)
+            env_state, buffer, stats, ret_sum, count = jax.vmap(env_step)(env_state, buffer, stats, action)
+            return (agent_state, env_state, buffer, stats, env_steps + schedule.env_steps_per_iter,
+                    ep_sum + ret_sum, ep_count + count), None
+
+        act_keys = jax.vmap(lambda k: jax.random.split(k, schedule.block_iters))(act_keys).swapaxes(0, 1)
+        inner = (state.agent, state.env, state.buffer, state.obs_stats, state.env_steps,
+                 sums["episode_return_sum"], sums["episodes"])
+        inner, _ = jax.lax.scan(iteration, inner, act_keys)
+        agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
+
+        learning = env_steps >= cfg.learning_starts
+        num_seeds = state.key.shape[0]
+        no_update = lambda a, b, s, k: (a, jax.tree.map(  # noqa: E731
+            lambda m: jnp.zeros((num_seeds,) + m.shape, m.dtype), metric_shapes))
+        agent_state, metrics = jax.lax.cond(learning, jax.vmap(updates), no_update,
+                                            agent_state, buffer, stats, update_keys)
+        # NaN guard: remember, per metric and seed, the first env step at which it was not finite.
+        first_bad = {name: jnp.where((sums["first_nonfinite"][name] < 0) & ~jnp.isfinite(metrics[name]),
+                                     env_steps, sums["first_nonfinite"][name]) for name in metric_names}
+        sums = dict(
+            metric_sums={n: sums["metric_sums"][n] + jnp.where(learning, metrics[n], 0.0) for n in metric_names},
+            metric_blocks=sums["metric_blocks"] + learning.astype(jnp.float32),
+            episode_return_sum=ep_sum, episodes=ep_count, first_nonfinite=first_bad)
+        state = state.replace(agent=agent_state, env=env_state, buffer=buffer, obs_stats=stats, key=key,
+                              env_steps=env_steps,
+                              updates=state.updates + jnp.where(learning, schedule.block_updates, 0))
+        return (state, sums), None
+
+    def run_chunk(state: TrainState):
+        num_seeds = state.key.shape[0]
+        zeros = jnp.zeros((num_seeds,), jnp.float32)
+        sums = dict(metric_sums={n: zeros for n in metric_names}, metric_blocks=jnp.zeros((), jnp.float32),
+                    episode_return_sum=zeros, episodes=zeros,
+                    first_nonfinite={n: jnp.full((num_seeds,), -1, jnp.int32) for n in metric_names})
+        (state, sums), _ = jax.lax.scan(block, (state, sums), None, length=schedule.chunk_blocks)
+        keys = jax.vmap(jax.random.split)(state.key)
+        state = state.replace(key=keys[:, 0])
+        eval_return = jax.vmap(eval_one)(state.agent, state.obs_stats, keys[:, 1])
+        blocks = jnp.maximum(sums["metric_blocks"], 1.0)
+        metrics = {f"train/{n}": sums["metric_sums"][n] / blocks for n in metric_names}
+        metrics["train/episode_return"] = jnp.where(
+            sums["episodes"] > 0, sums["episode_return_sum"] / jnp.maximum(sums["episodes"], 1.0), jnp.nan)
+        metrics["eval/return"] = eval_return
+        metrics["nonfinite_step"] = sums["first_nonfinite"]
+        metrics["env_steps"] = state.env_steps
+        metrics["updates"] = state.updates
+        return state, metrics
+
+    return Trainer(init=init, run_chunk=jax.jit(run_chunk, donate_argnums=0), schedule=schedule,
+                   metric_names=metric_names)

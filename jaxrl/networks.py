@@ -1,0 +1,109 @@
+"""Networks shared by the agents: MLPs, critic ensembles (vmap over parameters) and the tanh-Gaussian policy."""
+from __future__ import annotations
+
+import math
+from typing import Callable, Sequence
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+ACTIVATIONS: dict[str, Callable] = {"relu": nn.relu, "elu": nn.elu, "gelu": nn.gelu, "mish": jax.nn.mish, "tanh": jnp.tanh}
+
+
+class MLP(nn.Module):
+    """Dense layers with an activation (and optional LayerNorm) between them; the last layer is linear."""
+
+    hidden_sizes: Sequence[int]
+    output_size: int
+    activation: str = "relu"
+    layer_norm: bool = False
+    kernel_init: Callable = nn.initializers.lecun_uniform()
+
+    @nn.compact
+    def __call__(self, x):
+        act = ACTIVATIONS[self.activation]
+        for width in self.hidden_sizes:
+            x = nn.Dense(width, kernel_init=self.kernel_init)(x)
+            if self.layer_norm:
+                x = nn.LayerNorm()(x)
+            x = act(x)
+        return nn.Dense(self.output_size, kernel_init=self.kernel_init)(x)
+
+
+class QNetwork(nn.Module):
+    """Q(s, a) -> [..., output_size] (output_size 1 for a scalar critic, >1 for quantiles/atoms)."""
+
+    hidden_sizes: Sequence[int]
+    output_size: int = 1
+    activation: str = "relu"
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, obs, action):
+        x = jnp.concatenate([obs, action], axis=-1)
+        return MLP(self.hidden_sizes, self.output_size, self.activation, self.layer_norm)(x)
+
+
+class CriticEnsemble(nn.Module):
+    """``num_critics`` independent Q-networks evaluated as one batched computation.
+
+    Parameters carry a leading ensemble axis; ``nn.vmap`` turns the critics' matmuls into batched matmuls
+    instead of ``num_critics`` separate programs. Output: [num_critics, ..., output_size].
+    """
+
+    hidden_sizes: Sequence[int]
+    num_critics: int = 2
+    output_size: int = 1
+    activation: str = "relu"
+    layer_norm: bool = False
+
+    @nn.compact
+    def __call__(self, obs, action):
+        ensemble = nn.vmap(
+            QNetwork,
+            variable_axes={"params": 0},
+            split_rngs={"params": True},
+            in_axes=None,
+            out_axes=0,
+            axis_size=self.num_critics,
+        )
+        return ensemble(self.hidden_sizes, self.output_size, self.activation, self.layer_norm)(obs, action)
+
+
+class GaussianPolicyHead(nn.Module):
+    """MLP trunk producing (mean, log_std) of a Gaussian in pre-tanh space.
+
+    log_std is squashed into [log_std_min, log_std_max] with the smooth tanh rescaling of CleanRL
+    (log_std = min + (max - min) * (tanh(x) + 1) / 2), so its gradient never vanishes at a hard clip.
+    """
+
+    hidden_sizes: Sequence[int]
+    action_size: int
+    activation: str = "relu"
+    log_std_min: float = -5.0
+    log_std_max: float = 2.0
+
+    @nn.compact
+    def __call__(self, obs):
+        out = MLP(self.hidden_sizes, 2 * self.action_size, self.activation)(obs)
+        mean, raw_log_std = jnp.split(out, 2, axis=-1)
+        log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw_log_std) + 1.0)
+        return mean, log_std
+
+
+def tanh_log_det_jacobian(u: jax.Array) -> jax.Array:
+    """log(1 - tanh(u)^2) computed stably as 2 (log 2 - u - softplus(-2u)), elementwise."""
+    return 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+
+
+def tanh_gaussian_log_prob(u: jax.Array, mean: jax.Array, log_std: jax.Array) -> jax.Array:
+    """log pi(tanh(u)) for u ~ N(mean, exp(log_std)^2), summed over the last axis (change of variables)."""
+    gaussian = -0.5 * jnp.square((u - mean) / jnp.exp(log_std)) - log_std - 0.5 * math.log(2.0 * math.pi)
+    return jnp.sum(gaussian - tanh_log_det_jacobian(u), axis=-1)
+
+
+def sample_tanh_gaussian(key: jax.Array, mean: jax.Array, log_std: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """Reparameterised sample a = tanh(mean + std * eps) and its log-probability."""
+    u = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
+    return jnp.tanh(u), tanh_gaussian_log_prob(u, mean, log_std)

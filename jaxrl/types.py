@@ -1,0 +1,45 @@
+"""Pytrees exchanged between environments, the replay buffer, the loop and the agents."""
+from __future__ import annotations
+
+import flax.struct
+import jax
+
+
+@flax.struct.dataclass
+class EnvSpec:
+    """Static facts about an environment an agent needs to build its networks.
+
+    Actions are always in [-1, 1]^action_size (every supported env uses that box).
+    """
+
+    obs_size: int = flax.struct.field(pytree_node=False)
+    action_size: int = flax.struct.field(pytree_node=False)
+    episode_length: int = flax.struct.field(pytree_node=False)
+    can_terminate: bool = flax.struct.field(pytree_node=False, default=True)
+
+
+@flax.struct.dataclass
+class Batch:
+    """A batch of transitions (s, a, r, s', terminated, truncated).
+
+    ``terminated`` is true only for a real end of the task (no bootstrap); ``truncated`` is a time limit,
+    through which targets must still bootstrap from ``next_obs`` (the true final observation).
+    """
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    next_obs: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+
+
+@flax.struct.dataclass
+class WindowBatch:
+    """Contiguous sub-trajectories of length L: obs has L+1 entries, the others L. Leading axes [B, L]."""
+
+    obs: jax.Array
+    action: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
