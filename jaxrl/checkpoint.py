@@ -1,0 +1,42 @@
+"""Orbax checkpoints of the whole training state (agent, buffer, envs, RNG, counters)."""
+from __future__ import annotations
+
+import os
+
+import jax
+import orbax.checkpoint as ocp
+
+from jaxrl import ConfigError
+
+
+def manager(directory: str, keep: int = 3) -> ocp.CheckpointManager:
+    options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
+    return ocp.CheckpointManager(os.path.abspath(directory), options=options)
+
+
+def save(mngr: ocp.CheckpointManager, step: int, state) -> None:
+    """Synchronous: once this returns, a kill cannot leave the newest checkpoint half-written."""
+    mngr.save(step, args=ocp.args.StandardSave(state), force=True)
+    mngr.wait_until_finished()
+
+
+def latest_step(directory: str) -> int:
+    if not os.path.isdir(directory):
+        raise ConfigError(f"no checkpoint directory {directory!r}; resume needs a run directory written by "
+                          "`jaxrl train` with checkpoints")
+    step = manager(directory).latest_step()
+    if step is None:
+        raise ConfigError(f"no checkpoint in {directory!r}; resume needs at least one saved checkpoint")
+    return step
+
+
+def restore(directory: str, abstract_state, step: int | None = None):
+    """Restore into the structure of ``abstract_state`` (e.g. ``jax.eval_shape`` of the init)."""
+    step = latest_step(directory) if step is None else step
+    target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract_state)
+    try:
+        return manager(directory).restore(step, args=ocp.args.StandardRestore(target)), step
+    except Exception as e:  # orbax raises many types for unreadable / mismatched data
+        message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ConfigError(f"checkpoint {directory}/{step} is corrupt or does not match this config: "
+                          f"{message[:200]}") from None

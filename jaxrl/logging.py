@@ -1,0 +1,99 @@
+"""Host-side outputs of a run: metrics JSONL + CSV, TensorBoard events, learning curve PNG, summary.json."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from typing import Any
+
+import numpy as np
+
+
+def _scalar(value) -> float:
+    return float(np.mean(value))
+
+
+class RunLogger:
+    """Writes one row per chunk. Per-seed arrays are logged as their mean plus one column per seed."""
+
+    def __init__(self, run_dir: str, resume_from_step: int | None = None):
+        self.run_dir = run_dir
+        os.makedirs(run_dir, exist_ok=True)
+        self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
+        self.csv_path = os.path.join(run_dir, "metrics.csv")
+        self.rows: list[dict[str, Any]] = []
+        if resume_from_step is not None and os.path.exists(self.jsonl_path):
+            # Rows written after the checkpoint we resume from will be produced again: drop them.
+            with open(self.jsonl_path) as f:
+                self.rows = [r for r in map(json.loads, f) if r["env_steps"] <= resume_from_step]
+        with open(self.jsonl_path, "w") as f:
+            f.writelines(json.dumps(r) + "\n" for r in self.rows)
+        self._rewrite_csv()
+        from tensorboardX import SummaryWriter
+
+        self.tb = SummaryWriter(os.path.join(run_dir, "tensorboard"), purge_step=resume_from_step)
+
+    def log(self, metrics: dict[str, Any]) -> dict[str, Any]:
+        row: dict[str, Any] = {"env_steps": int(metrics["env_steps"]), "updates": int(metrics["updates"])}
+        for name, value in sorted(metrics.items()):
+            if name in ("env_steps", "updates", "nonfinite_step"):
+                continue
+            values = np.atleast_1d(np.asarray(value, np.float64))
+            row[name] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
+            if values.size > 1:
+                row.update({f"{name}/seed{k}": float(v) for k, v in enumerate(values)})
+        for extra in ("env_steps_per_s", "wall_s"):
+            if extra in metrics:
+                row[extra] = float(metrics[extra])
+        self.rows.append(row)
+        with open(self.jsonl_path, "a") as f:
+            f.write(json.dumps(row) + "\n")
+        self._rewrite_csv()
+        for name, value in row.items():
+            if "/seed" not in name and name != "env_steps" and np.isfinite(value):
+                self.tb.add_scalar(name, value, row["env_steps"])
+        self.tb.flush()
+        return row
+
+    def _rewrite_csv(self):
+        # Rewritten whole: columns can appear later (e.g. losses once learning starts); runs log few rows.
+        columns = sorted({k for r in self.rows for k in r}, key=lambda k: (k not in ("env_steps", "updates"), k))
+        with open(self.csv_path, "w", newline="") as f:
+            writer = csv.DictWriter(f, fieldnames=columns)
+            writer.writeheader()
+            writer.writerows(self.rows)
+
+    def plot(self, title: str) -> str:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        path = os.path.join(self.run_dir, "learning_curve.png")
+        rows = [r for r in self.rows if np.isfinite(r.get("eval/return", np.nan))]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        if rows:
+            steps = np.array([r["env_steps"] for r in rows])
+            seed_cols = sorted(k for k in rows[-1] if k.startswith("eval/return/seed"))
+            for col in seed_cols:
+                ax.plot(steps, [r.get(col, np.nan) for r in rows], color="tab:blue", alpha=0.25, lw=1)
+            ax.plot(steps, [r["eval/return"] for r in rows], color="tab:blue", lw=2, label="eval return (mean)")
+            ax.legend(loc="lower right")
+        ax.set_xlabel("env steps")
+        ax.set_ylabel("return")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+        fig.tight_layout()
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return path
+
+    def close(self):
+        self.tb.close()
+
+
+def write_json(path: str, data: dict[str, Any]) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(data, f, indent=2, sort_keys=True, default=str)
+    os.replace(tmp, path)
