@@ -1,0 +1,103 @@
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from jaxrl import ConfigError
+from jaxrl import buffer as B
+
+N, OBS, ACT = 2, 1, 1
+
+
+def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=()):
+    """Write ``steps`` rows. Env e at global step t observes 100 e + t; every ``episode_length`` decisions the
+    episode is truncated (or terminated at steps in ``terminate_at``) with true final obs -(100 e + t + 1)."""
+    state = B.init(capacity, N, OBS, ACT, episode_length, can_terminate)
+    ep_step = np.zeros(N, np.int32)
+    for t in range(steps):
+        obs = jnp.array([[100.0 * e + t] for e in range(N)])
+        ended = (ep_step + 1) >= episode_length
+        terminated = np.array([t in terminate_at] * N)
+        truncated = ended & ~terminated
+        final = -(obs + 1.0)
+        state = B.add(state, obs, jnp.full((N, ACT), float(t)), jnp.full((N,), float(t)), jnp.asarray(terminated),
+                      jnp.asarray(truncated), final, jnp.asarray(ep_step))
+        ep_step = np.where(terminated | truncated, 0, ep_step + 1)
+    return state
+
+
+def test_layout_counts_total_transitions_and_stores_final_obs_sparsely():
+    rows, slots, nbytes = B.layout(1000, 4, 10, 2, 100, can_terminate=False)
+    assert rows == 250 and slots == 5
+    rows, slots, _ = B.layout(1000, 4, 10, 2, 100, can_terminate=True)
+    assert slots == rows
+    state = B.init(1000, 4, 10, 2, 100, False)
+    assert state.obs.shape == (250, 4, 10) and state.final_obs.shape == (5, 4, 10)
+    assert nbytes == sum(x.nbytes for x in jax.tree.leaves(state)) - 8 - 4 * 4  # minus counters
+
+
+def test_sizes_are_validated_with_one_line_errors():
+    with pytest.raises(ConfigError, match="buffer_size must be a positive"):
+        B.layout(0, 2, 1, 1, 10, False)
+    with pytest.raises(ConfigError, match="at least 2 steps of every env"):
+        B.layout(3, 2, 1, 1, 10, False)
+    with pytest.raises(ConfigError, match=r"needs .* GiB .* only .* available"):
+        B.check_fits(10 * 2**30, copies=2, limit=2**30)
+
+
+def test_sample_never_reads_the_newest_row_and_wraps_around():
+    state = fill(capacity=20, steps=27, episode_length=1000)  # 10 rows, 27 written: rows hold t = 17..26
+    batch = B.sample(state, jax.random.PRNGKey(0), 4096)
+    t = np.asarray(batch.reward)
+    assert t.min() == 17 and t.max() == 25  # the newest row (t = 26) has no s' yet
+    env = np.round(np.asarray(batch.obs[:, 0]) - t) / 100
+    np.testing.assert_allclose(batch.obs[:, 0], 100 * env + t)
+    np.testing.assert_allclose(batch.next_obs[:, 0], 100 * env + t + 1)  # s' is the next row, across the wrap
+    np.testing.assert_allclose(batch.action[:, 0], t)
+    assert len(np.unique(t)) == 9
+
+
+def test_truncated_and_terminated_steps_give_the_true_final_observation():
+    state = fill(capacity=40, steps=20, episode_length=5, can_terminate=True, terminate_at=(7,))
+    batch = B.sample(state, jax.random.PRNGKey(1), 4096)
+    t = np.asarray(batch.reward).astype(int)
+    obs, nxt = np.asarray(batch.obs[:, 0]), np.asarray(batch.next_obs[:, 0])
+    done = np.asarray(batch.terminated | batch.truncated)
+    np.testing.assert_allclose(nxt[done], -(obs[done] + 1))  # the stored final obs, not the reset obs
+    np.testing.assert_allclose(nxt[~done], obs[~done] + 1)
+    assert set(t[np.asarray(batch.terminated)]) == {7}
+    # episodes: 0-4 (trunc at 4), 5-7 (term at 7), 8-12, 13-17 truncated
+    assert set(t[np.asarray(batch.truncated)]) == {4, 12, 17}
+
+
+def test_final_obs_ring_survives_wraparound_for_time_limited_tasks():
+    state = fill(capacity=2 * 12, steps=53, episode_length=4)  # 12 rows, F = 5 slots
+    assert state.final_obs.shape[0] == 5
+    batch = B.sample(state, jax.random.PRNGKey(2), 4096)
+    done = np.asarray(batch.truncated)
+    assert done.any()
+    np.testing.assert_allclose(np.asarray(batch.next_obs[:, 0])[done], -(np.asarray(batch.obs[:, 0])[done] + 1))
+
+
+def test_windows_never_cross_an_episode_end_or_the_write_head():
+    state = fill(capacity=2 * 30, steps=45, episode_length=6)  # rows hold t = 15..44
+    windows, ok = B.sample_windows(state, jax.random.PRNGKey(3), 2048, length=4)
+    assert bool(ok.all())
+    t = np.asarray(windows.reward).astype(int)  # [B, 4]
+    np.testing.assert_array_equal(np.diff(t, axis=1), 1)  # contiguous
+    assert t.min() >= 15 and t.max() <= 43
+    done = np.asarray(windows.truncated)
+    assert not done[:, :-1].any()  # an episode end may only be the last transition
+    assert done[:, -1].any()
+    obs = np.asarray(windows.obs[..., 0])
+    np.testing.assert_allclose(obs[:, 1:-1], obs[:, :-2] + 1)
+    last = np.where(done[:, -1], -(obs[:, -2] + 1), obs[:, -2] + 1)
+    np.testing.assert_allclose(obs[:, -1], last)  # final obs of a truncated window is the true one
+    # episodes span t = 6k .. 6k + 5: windows of 4 start at episode steps 0, 1 or 2, and each is reachable
+    np.testing.assert_array_equal(np.unique(t[:, 0] % 6), [0, 1, 2])
+
+
+def test_window_mask_when_no_window_fits():
+    state = fill(capacity=40, steps=12, episode_length=3)
+    _, ok = B.sample_windows(state, jax.random.PRNGKey(4), 64, length=5)
+    assert not bool(ok.any())
