@@ -63,13 +63,18 @@ class State:
 # ---------------------------------------------------------------------------------------------- losses
 
 
-def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
-    """sum_j E[(Q_j(s, a) - y)^2], y = r + gamma (1 - terminated)(min_j Qbar_j(s', a') - alpha log pi(a'|s'))."""
+def soft_td_target(state: State, batch: Batch, key, cfg: Config):
+    """y = r + gamma (1 - terminated)(min_j Qbar_j(s', a') - alpha log pi(a'|s')), a' ~ pi(.|s'), no gradient."""
     next_mean, next_log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, next_mean, next_log_std)
     next_q = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]
     next_value = jnp.min(next_q, axis=0) - jnp.exp(state.log_alpha) * next_log_prob
-    target = jax.lax.stop_gradient(td_target(batch.reward, batch.terminated, next_value, cfg.gamma))
+    return jax.lax.stop_gradient(td_target(batch.reward, batch.terminated, next_value, cfg.gamma))
+
+
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
+    """sum_j E[(Q_j(s, a) - y)^2] with the soft TD target y."""
+    target = soft_td_target(state, batch, key, cfg)
     q = state.critic.apply(critic_params, batch.obs, batch.action)[..., 0]  # [num_critics, B]
     loss = jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}

@@ -14,9 +14,15 @@ def manager(directory: str, keep: int = 3) -> ocp.CheckpointManager:
     return ocp.CheckpointManager(os.path.abspath(directory), options=options)
 
 
+def _flatten(state) -> dict:
+    """{key path: array} without zero-size leaves (MJX states have some; orbax refuses to write them)."""
+    leaves = jax.tree_util.tree_flatten_with_path(state)[0]
+    return {jax.tree_util.keystr(path): leaf for path, leaf in leaves if leaf.size > 0}
+
+
 def save(mngr: ocp.CheckpointManager, step: int, state) -> None:
     """Synchronous: once this returns, a kill cannot leave the newest checkpoint half-written."""
-    mngr.save(step, args=ocp.args.StandardSave(state), force=True)
+    mngr.save(step, args=ocp.args.StandardSave(_flatten(state)), force=True)
     mngr.wait_until_finished()
 
 
@@ -33,9 +39,13 @@ def latest_step(directory: str) -> int:
 def restore(directory: str, abstract_state, step: int | None = None):
     """Restore into the structure of ``abstract_state`` (e.g. ``jax.eval_shape`` of the init)."""
     step = latest_step(directory) if step is None else step
-    target = jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype), abstract_state)
+    target = {k: jax.ShapeDtypeStruct(x.shape, x.dtype) for k, x in _flatten(abstract_state).items()}
     try:
-        return manager(directory).restore(step, args=ocp.args.StandardRestore(target)), step
+        restored = manager(directory).restore(step, args=ocp.args.StandardRestore(target))
+        paths, treedef = jax.tree_util.tree_flatten_with_path(abstract_state)
+        leaves = [restored[jax.tree_util.keystr(p)] if x.size > 0 else jax.numpy.zeros(x.shape, x.dtype)
+                  for p, x in paths]
+        return jax.tree_util.tree_unflatten(treedef, leaves), step
     except Exception as e:  # orbax raises many types for unreadable / mismatched data
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         raise ConfigError(f"checkpoint {directory}/{step} is corrupt or does not match this config: "

@@ -30,7 +30,7 @@ from jaxrl.normalization import RunningStats, init_stats, normalize, update_stat
 class LoopConfig:
     """Training-loop settings. Env steps count simulator steps (action repeats included)."""
 
-    steps: int = 100_000
+    steps: int = 50_000
     """total env steps to train for (rounded up to whole chunks of eval_every)"""
     num_envs: int = 16
     """envs stepped together for training"""
