@@ -123,6 +123,8 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         raise ConfigError(f"batch_size={batch_size} must be between 1 and the buffer's {rows * cfg.num_envs} "
                           "transitions (buffer_size)")
     num_envs, action_size = cfg.num_envs, spec.action_size
+    # Sampling needs a row whose successor is written: never update before two batched steps are in.
+    learning_starts = max(cfg.learning_starts, 2 * schedule.env_steps_per_iter)
 
     def norm(stats, obs):
         return normalize(stats, obs) if cfg.normalize_obs else obs
@@ -193,7 +195,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
 
         def iteration(inner, act_key):
             agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
-            warm = env_steps < cfg.learning_starts
+            warm = env_steps < learning_starts
             action = jax.lax.cond(warm, jax.vmap(random_actions), jax.vmap(policy_actions),
                                   agent_state, stats, env_state.obs, act_key)
             env_state, buffer, stats, ret_sum, count = jax.vmap(env_step)(env_state, buffer, stats, action)
@@ -206,7 +208,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         inner, _ = jax.lax.scan(iteration, inner, act_keys)
         agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
 
-        learning = env_steps >= cfg.learning_starts
+        learning = env_steps >= learning_starts
         num_seeds = state.key.shape[0]
         no_update = lambda a, b, s, k: (a, jax.tree.map(  # noqa: E731
             lambda m: jnp.zeros((num_seeds,) + m.shape, m.dtype), metric_shapes))

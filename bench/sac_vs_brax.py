@@ -1,0 +1,207 @@
+"""Our SAC against Brax's SAC (brax.training.agents.sac) on the same env, num_envs, batch, widths and UTD.
+
+    python bench/sac_vs_brax.py                                  # both envs, num_envs 1, 16, 128
+    python bench/sac_vs_brax.py --envs dmc/CartpoleSwingup --num-envs 16 --updates 3000
+    python bench/sac_vs_brax.py --time-to-score 800              # wall time to an eval return, compile included
+
+Prints one JSON line per (env, num_envs): steady-state env steps/s of each (compile excluded), compile
+seconds, the ratio; for ours also the loop overhead (a training chunk against the same env steps alone plus
+the same updates alone) and the update's achieved GFLOP/s next to a dense matmul measured in the same run.
+Settings on both sides: batch 256, 2x256 ReLU networks, 1 gradient update per env step, gamma 0.99, lr 3e-4.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import envs  # noqa: E402
+from agents import sac  # noqa: E402
+from jaxrl import buffer as buffer_lib  # noqa: E402
+from jaxrl.loop import LoopConfig, make_train  # noqa: E402
+
+BATCH, HIDDEN = 256, (256, 256)
+
+
+def timed(fn, *args):
+    t0 = time.perf_counter()
+    out = fn(*args)
+    jax.block_until_ready(out)
+    return out, time.perf_counter() - t0
+
+
+def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2) -> dict:
+    chunk_steps = max(updates, 2 * num_envs)  # 1 update per env step: chunk env steps = updates
+    cfg = LoopConfig(num_envs=num_envs, num_eval_envs=1, eval_every=chunk_steps, learning_starts=0,
+                     buffer_size=max(100_000, 4 * chunk_steps))
+    env = envs.make(env_name, num_envs)
+    eval_env = envs.make(env_name, 1)
+    agent_cfg = sac.Config(hidden_sizes=HIDDEN, batch_size=BATCH)
+    trainer = make_train(sac.AGENT, env, eval_env, cfg, agent_cfg)
+    t0 = time.perf_counter()
+    state = trainer.init(0, 1)
+    jax.block_until_ready(state)
+    run_chunk = trainer.run_chunk.lower(state).compile()
+    compile_s = time.perf_counter() - t0
+    state, _ = timed(run_chunk, state)  # first chunk: buffer nearly empty, warm caches
+    times = []
+    for _ in range(repeats):
+        (state, _), dt = timed(run_chunk, state)
+        times.append(dt)
+    chunk_s = min(times)
+    env_steps = trainer.schedule.chunk_env_steps
+    result = {"ours_env_steps_per_s": env_steps / chunk_s, "ours_compile_s": compile_s,
+              "ours_updates_per_s": env_steps / chunk_s}
+    result.update(loop_overhead(env, agent_cfg, state, trainer, chunk_s))
+    return result
+
+
+def loop_overhead(env, agent_cfg, train_state, trainer, chunk_s) -> dict:
+    """Time the chunk's env steps alone (random actions + buffer writes) and its updates alone."""
+    one = jax.tree.map(lambda x: x[0], train_state)
+    schedule = trainer.schedule
+    iters = schedule.block_iters * schedule.chunk_blocks
+    n_updates = schedule.block_updates * schedule.chunk_blocks
+
+    @jax.jit
+    def env_only(env_state, buffer, key):
+        def body(carry, key):
+            env_state, buffer = carry
+            action = jax.random.uniform(key, (env.num_envs, env.spec.action_size), minval=-1, maxval=1)
+            new_state, out = env.step(env_state, action)
+            buffer = buffer_lib.add(buffer, env_state.obs, action, out.reward, out.terminated, out.truncated,
+                                    out.final_obs, env_state.episode_step)
+            return (new_state, buffer), None
+
+        return jax.lax.scan(body, (env_state, buffer), jax.random.split(key, iters))[0]
+
+    @jax.jit
+    def updates_only(agent_state, buffer, key):
+        def body(agent_state, key):
+            k1, k2 = jax.random.split(key)
+            return sac.update(agent_state, buffer_lib.sample(buffer, k1, BATCH), k2, agent_cfg)
+
+        return jax.lax.scan(body, agent_state, jax.random.split(key, n_updates))
+
+    key = jax.random.PRNGKey(1)
+    timed(env_only, one.env, one.buffer, key)
+    _, env_s = timed(env_only, one.env, one.buffer, key)
+    timed(updates_only, one.agent, one.buffer, key)
+    _, upd_s = timed(updates_only, one.agent, one.buffer, key)
+
+    # Achieved GFLOP/s of the update against a dense matmul measured now.
+    batch = buffer_lib.sample(one.buffer, key, BATCH)
+    flops = jax.jit(sac.update, static_argnums=3).lower(one.agent, batch, key, agent_cfg).compile().cost_analysis()
+    flops = (flops[0] if isinstance(flops, list) else flops).get("flops", float("nan"))
+    a = jax.random.normal(key, (1024, 1024))
+    mm = jax.jit(lambda a: a @ a)
+    timed(mm, a)
+    mm_s = min(timed(mm, a)[1] for _ in range(10))
+    return {"loop_overhead": chunk_s / (env_s + upd_s) - 1.0, "env_only_s": env_s, "updates_only_s": upd_s,
+            "chunk_s": chunk_s, "update_gflop": flops / 1e9,
+            "update_gflops_per_s": flops * n_updates / upd_s / 1e9,
+            "dense_matmul_gflops_per_s": 2 * 1024**3 / mm_s / 1e9}
+
+
+def brax_sac(env_name: str, num_envs: int, updates: int) -> dict:
+    import jax._src.api as jax_api
+
+    if not hasattr(jax, "device_put_replicated"):  # Brax 0.14 still calls it; JAX 0.10 removed it.
+        jax.device_put_replicated = jax_api.device_put_replicated
+    import functools
+
+    from brax.training.agents.sac import networks as sac_networks
+    from brax.training.agents.sac import train as brax_train
+
+    prefix, _, task = env_name.partition("/")
+    kwargs = {}
+    if prefix == "dmc":
+        from mujoco_playground import dm_control_suite, wrapper
+
+        environment = dm_control_suite.load(task, config_overrides={"impl": "jax"})
+        kwargs["wrap_env_fn"] = wrapper.wrap_for_brax_training
+    else:
+        from brax import envs as brax_envs
+
+        environment = brax_envs.get_environment(task, backend="generalized")
+    epoch_steps = max(updates, num_envs)
+    prefill = 2 * num_envs
+    sps, walls = [], []
+    t0 = time.perf_counter()
+
+    def progress(step, metrics):
+        walls.append(time.perf_counter() - t0)
+        if "training/sps" in metrics:
+            sps.append(float(metrics["training/sps"]))
+
+    brax_train.train(
+        environment=environment, num_timesteps=prefill + 3 * epoch_steps, episode_length=1000, num_envs=num_envs,
+        num_eval_envs=1, learning_rate=3e-4, discounting=0.99, seed=0, batch_size=BATCH, num_evals=4,
+        min_replay_size=prefill, max_replay_size=max(100_000, 4 * epoch_steps), grad_updates_per_step=num_envs,
+        network_factory=functools.partial(sac_networks.make_sac_networks, hidden_layer_sizes=HIDDEN),
+        progress_fn=progress, **kwargs)
+    wall = time.perf_counter() - t0
+    steady = max(sps[1:]) if len(sps) > 1 else sps[-1]
+    # Brax does not expose its compile time: count as fixed cost all wall time that steady-state training
+    # of the same env steps does not explain (compiles of prefill/epoch/eval, evals, prefill).
+    fixed = wall - 3 * epoch_steps / steady
+    return {"brax_env_steps_per_s": steady, "brax_compile_s": fixed, "brax_wall_s": wall}
+
+
+def time_to_score(env_name: str, score: float, num_envs: int, max_steps: int, extra: list[str]) -> dict:
+    """Ours: wall time (compile included) until the deterministic eval return reaches ``score``."""
+    import subprocess
+    import tempfile
+
+    run_dir = tempfile.mkdtemp(prefix="tts-")
+    cmd = [sys.executable, "-m", "experiments.cli", "train", "--env", env_name, "--num-envs", str(num_envs),
+           "--steps", str(max_steps), "--eval-every", "5000", "--run-dir", run_dir, "--compilation-cache", "None",
+           *extra]
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True)
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    hit = next((r for r in rows if r["eval/return"] >= score), None)
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    return {"env": env_name, "score": score, "command": " ".join(cmd[2:]),
+            "env_steps_to_score": hit["env_steps"] if hit else None,
+            "wall_s_to_score": (hit["wall_s"] + summary["compile_s"]) if hit else None,
+            "total_wall_s": time.perf_counter() - t0, "final_eval_return": summary["final_eval_return"]}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--envs", nargs="+", default=["dmc/CartpoleSwingup", "brax/halfcheetah"])
+    parser.add_argument("--num-envs", nargs="+", type=int, default=[1, 16, 128])
+    parser.add_argument("--updates", type=int, default=2048, help="gradient updates per timed chunk/epoch")
+    parser.add_argument("--skip-brax", action="store_true")
+    parser.add_argument("--time-to-score", type=float, default=None)
+    parser.add_argument("--max-steps", type=int, default=150_000)
+    parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags for jaxrl train (time-to-score)")
+    args = parser.parse_args()
+    if args.time_to_score is not None:
+        for env_name in args.envs:
+            print(json.dumps(time_to_score(env_name, args.time_to_score, args.num_envs[0], args.max_steps,
+                                           args.extra)), flush=True)
+        return
+    for env_name in args.envs:
+        for n in args.num_envs:
+            row = {"env": env_name, "num_envs": n, "batch": BATCH, "hidden": list(HIDDEN), "updates_per_env_step": 1,
+                   "device": jax.devices()[0].device_kind}
+            row.update(ours(env_name, n, args.updates))
+            if not args.skip_brax:
+                row.update(brax_sac(env_name, n, args.updates))
+                row["ratio"] = row["ours_env_steps_per_s"] / row["brax_env_steps_per_s"]
+                row["compile_ratio"] = row["ours_compile_s"] / row["brax_compile_s"]
+            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+
+
+if __name__ == "__main__":
+    main()
