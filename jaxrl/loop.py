@@ -107,6 +107,22 @@ class Trainer(NamedTuple):
     metric_names: tuple[str, ...]
 
 
+def over_seeds(fn):
+    """``jax.vmap(fn)`` over the leading seed axis; with one seed, a plain call on the squeezed arguments.
+
+    Measured on a 2-core CPU: a vmapped SAC update with a batch axis of 1 runs ~4 % slower than the plain one
+    (XLA lowers the matmuls to batched dots), and one seed is the common case.
+    """
+
+    def call(*args):
+        if jax.tree.leaves(args)[0].shape[0] != 1:
+            return jax.vmap(fn)(*args)
+        out = fn(*jax.tree.map(lambda x: x[0], args))
+        return jax.tree.map(lambda x: x[None], out)
+
+    return call
+
+
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
     """Seed k of a K-seed run uses exactly the key of a single run with seed ``seed + k``."""
     return jnp.stack([jax.random.PRNGKey(seed + k) for k in range(num_seeds)])
@@ -196,9 +212,9 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         def iteration(inner, act_key):
             agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
             warm = env_steps < learning_starts
-            action = jax.lax.cond(warm, jax.vmap(random_actions), jax.vmap(policy_actions),
+            action = jax.lax.cond(warm, over_seeds(random_actions), over_seeds(policy_actions),
                                   agent_state, stats, env_state.obs, act_key)
-            env_state, buffer, stats, ret_sum, count = jax.vmap(env_step)(env_state, buffer, stats, action)
+            env_state, buffer, stats, ret_sum, count = over_seeds(env_step)(env_state, buffer, stats, action)
             return (agent_state, env_state, buffer, stats, env_steps + schedule.env_steps_per_iter,
                     ep_sum + ret_sum, ep_count + count), None
 
@@ -212,7 +228,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         num_seeds = state.key.shape[0]
         no_update = lambda a, b, s, k: (a, jax.tree.map(  # noqa: E731
             lambda m: jnp.zeros((num_seeds,) + m.shape, m.dtype), metric_shapes))
-        agent_state, metrics = jax.lax.cond(learning, jax.vmap(updates), no_update,
+        agent_state, metrics = jax.lax.cond(learning, over_seeds(updates), no_update,
                                             agent_state, buffer, stats, update_keys)
         # NaN guard: remember, per metric and seed, the first env step at which it was not finite.
         first_bad = {name: jnp.where((sums["first_nonfinite"][name] < 0) & ~jnp.isfinite(metrics[name]),
@@ -235,7 +251,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         (state, sums), _ = jax.lax.scan(block, (state, sums), None, length=schedule.chunk_blocks)
         keys = jax.vmap(jax.random.split)(state.key)
         state = state.replace(key=keys[:, 0])
-        eval_return = jax.vmap(eval_one)(state.agent, state.obs_stats, keys[:, 1])
+        eval_return = over_seeds(eval_one)(state.agent, state.obs_stats, keys[:, 1])
         blocks = jnp.maximum(sums["metric_blocks"], 1.0)
         metrics = {f"train/{n}": sums["metric_sums"][n] / blocks for n in metric_names}
         metrics["train/episode_return"] = jnp.where(
