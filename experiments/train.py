@@ -90,6 +90,7 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     from jaxrl import buffer as buffer_lib
 
     validate(run, loop)
+    setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
     env = envs.make(run.env, loop.num_envs, action_repeat=loop.action_repeat, episode_length=loop.episode_length,
                     brax_backend=run.brax_backend, playground_impl=run.playground_impl)
     eval_env = envs.make(run.env, loop.num_eval_envs, action_repeat=loop.action_repeat,
@@ -107,7 +108,6 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     from jaxrl.logging import RunLogger, write_json
     from jaxrl.loop import make_train
 
-    setup_jax(run)
     run_dir = run.run_dir
     ckpt_dir = os.path.join(run_dir, "checkpoints")
     resume_step = checkpoint.latest_step(ckpt_dir) if resume else None
