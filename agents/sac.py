@@ -32,18 +32,29 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 @flax.struct.dataclass
 class Config:
     hidden_sizes: tuple[int, ...] = static((256, 256))
+    """hidden layer widths of the actor and of each critic"""
     batch_size: int = static(256)
+    """transitions per gradient update"""
     critic_layer_norm: bool = static(False)
+    """LayerNorm after each hidden layer of the critics (Playground's DMC config turns it on)"""
     log_std_min: float = static(-5.0)
+    """lower bound of the policy's log std"""
     log_std_max: float = static(2.0)
+    """upper bound of the policy's log std"""
     actor_lr: float = 3e-4
+    """Adam learning rate of the actor"""
     critic_lr: float = 3e-4
+    """Adam learning rate of the twin critics"""
     alpha_lr: float = 3e-4
+    """Adam learning rate of log alpha"""
     gamma: float = 0.99
+    """discount"""
     tau: float = 0.005
+    """Polyak rate of the target critics"""
     init_alpha: float = 1.0
-    # None -> -|A| (the paper's rule); Brax and Playground use -0.5|A|.
+    """initial temperature alpha"""
     target_entropy: float | None = None
+    """entropy target; None means -|A| (the paper's rule; Brax and Playground use -0.5|A|)"""
 
 
 @flax.struct.dataclass
