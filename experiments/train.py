@@ -112,7 +112,7 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     ckpt_dir = os.path.join(run_dir, "checkpoints")
     resume_step = checkpoint.latest_step(ckpt_dir) if resume else None
 
-    trainer = make_train(agent.agent if hasattr(agent, "agent") else agent, env, eval_env, loop, agent_cfg)
+    trainer = make_train(agent, env, eval_env, loop, agent_cfg)
     chunk_steps = trainer.schedule.chunk_env_steps
     total_chunks = max(1, math.ceil(loop.steps / chunk_steps))
     ckpt_every_chunks = max(1, math.ceil(run.checkpoint_every / chunk_steps)) if run.checkpoint_every else None
