@@ -10,9 +10,16 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-TINY = ["--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2", "--eval-every", "200",
-        "--learning-starts", "200", "--buffer-size", "4000", "--sac.hidden-sizes", "16", "16",
-        "--sac.batch-size", "32"]
+AGENTS = ["sac", "td3"]
+
+
+def tiny(agent="sac"):
+    return ["--agent", agent, "--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2",
+            "--eval-every", "200", "--learning-starts", "200", "--buffer-size", "4000",
+            f"--{agent}.hidden-sizes", "16", "16", f"--{agent}.batch-size", "32"]
+
+
+TINY = tiny()
 
 
 def jaxrl(*args, timeout=600):
@@ -60,10 +67,11 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
     assert_one_line_error(jaxrl("train", "--resume", run_dir), "no checkpoint")
 
 
-def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path):
+@pytest.mark.parametrize("agent", AGENTS)
+def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
     run_dir = str(tmp_path / "nan")
-    result = jaxrl("train", *TINY, "--steps", "1000", "--learning-starts", "300", "--checkpoint-every", "200",
-                   "--sac.critic-lr", "nan", "--run-dir", run_dir)
+    result = jaxrl("train", *tiny(agent), "--steps", "1000", "--learning-starts", "300", "--checkpoint-every",
+                   "200", f"--{agent}.critic-lr", "nan", "--run-dir", run_dir)
     assert result.returncode == 3
     assert_one_line_error(result, "non-finite", "_loss at env step 300", "env step 200")
     assert sorted(os.listdir(os.path.join(run_dir, "checkpoints"))) == ["200"]
@@ -74,8 +82,9 @@ def saved_state(run_dir, step):
     return ocp.StandardCheckpointer().restore(os.path.join(run_dir, "checkpoints", str(step), "default"))
 
 
-def test_killed_run_resumes_to_the_same_parameters(tmp_path):
-    args = [*TINY, "--steps", "12000", "--checkpoint-every", "2000"]
+@pytest.mark.parametrize("agent", AGENTS)
+def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
+    args = [*tiny(agent), "--steps", "12000", "--checkpoint-every", "2000", "--seeds", "2"]
     full, killed = str(tmp_path / "full"), str(tmp_path / "killed")
     assert jaxrl("train", *args, "--run-dir", full).returncode == 0
 
@@ -112,7 +121,7 @@ def test_cli_contract(repo_root):
 
 def test_listing_commands():
     agents = jaxrl("agents")
-    assert agents.returncode == 0 and "sac" in agents.stdout.split()
+    assert agents.returncode == 0 and set(AGENTS) <= set(agents.stdout.split())
     names = jaxrl("envs").stdout.split()
     assert {"dmc/CartpoleSwingup", "brax/halfcheetah", "toy/Pendulum"} <= set(names)
 
@@ -120,7 +129,7 @@ def test_listing_commands():
 def test_plugged_in_loss_trains_from_the_cli(tmp_path):
     """The README's worked example: a Huber critic loss in a user file, trained through `jaxrl train`."""
     run_dir = str(tmp_path / "huber")
-    args = [a.replace("--sac.", "--sac-huber.") for a in TINY]
+    args = [a.replace("--sac.", "--sac-huber.") for a in tiny()[2:]]
     result = jaxrl("train", "--agent", "experiments.examples.sac_huber:AGENT", *args, "--steps", "400",
                    "--run-dir", run_dir, "--deterministic")
     assert result.returncode == 0, result.stderr
