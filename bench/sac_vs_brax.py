@@ -12,6 +12,7 @@ Settings on both sides: batch 256, 2x256 ReLU networks, 1 gradient update per en
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import sys
@@ -24,7 +25,7 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import envs  # noqa: E402
-from agents import sac  # noqa: E402
+from agents import get_agent  # noqa: E402
 from jaxrl import buffer as buffer_lib  # noqa: E402
 from jaxrl.evaluate import evaluate  # noqa: E402
 from jaxrl.loop import LoopConfig, make_train  # noqa: E402
@@ -39,14 +40,15 @@ def timed(fn, *args):
     return out, time.perf_counter() - t0
 
 
-def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2) -> dict:
+def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2, agent_name: str = "sac") -> dict:
     chunk_steps = max(updates, 2 * num_envs)  # 1 update per env step: chunk env steps = updates
     cfg = LoopConfig(num_envs=num_envs, num_eval_envs=1, eval_every=chunk_steps, learning_starts=0,
                      buffer_size=max(100_000, 4 * chunk_steps))
     env = envs.make(env_name, num_envs)
     eval_env = envs.make(env_name, 1)
-    agent_cfg = sac.Config(hidden_sizes=HIDDEN, batch_size=BATCH)
-    trainer = make_train(sac.AGENT, env, eval_env, cfg, agent_cfg)
+    agent = get_agent(agent_name)
+    agent_cfg = agent.Config(hidden_sizes=HIDDEN, batch_size=BATCH)
+    trainer = make_train(agent, env, eval_env, cfg, agent_cfg)
     t0 = time.perf_counter()
     state = trainer.init(0, 1)
     jax.block_until_ready(state)
@@ -59,7 +61,7 @@ def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2) -> dict:
         times.append(dt)
     chunk_s = min(times)
     env_steps = trainer.schedule.chunk_env_steps
-    parts = loop_overhead(env, eval_env, agent_cfg, state, trainer, chunk_s)
+    parts = loop_overhead(agent, env, eval_env, agent_cfg, state, trainer, chunk_s)
     # Brax's training/sps excludes its evaluations: compare like with like (the chunk ends with one eval).
     train_s = chunk_s - parts["eval_s"]
     result = {"ours_env_steps_per_s": env_steps / train_s, "ours_env_steps_per_s_with_eval": env_steps / chunk_s,
@@ -68,7 +70,7 @@ def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2) -> dict:
     return result
 
 
-def loop_overhead(env, eval_env, agent_cfg, train_state, trainer, chunk_s) -> dict:
+def loop_overhead(agent, env, eval_env, agent_cfg, train_state, trainer, chunk_s) -> dict:
     """Time the chunk's env steps alone (random actions + buffer writes), its updates alone and its evaluation."""
     one = jax.tree.map(lambda x: x[0], train_state.replace(env_steps=None, updates=None))
     schedule = trainer.schedule
@@ -91,13 +93,13 @@ def loop_overhead(env, eval_env, agent_cfg, train_state, trainer, chunk_s) -> di
     def updates_only(agent_state, buffer, key):
         def body(agent_state, key):
             k1, k2 = jax.random.split(key)
-            return sac.update(agent_state, buffer_lib.sample(buffer, k1, BATCH), k2, agent_cfg)
+            return agent.update(agent_state, buffer_lib.sample(buffer, k1, BATCH), k2, agent_cfg)
 
         return jax.lax.scan(body, agent_state, jax.random.split(key, n_updates))
 
     @jax.jit
     def eval_only(agent_state, key):
-        return evaluate(eval_env, lambda obs: sac.act(agent_state, obs, None, agent_cfg, True), key, 1)
+        return evaluate(eval_env, lambda obs: agent.act(agent_state, obs, None, agent_cfg, True), key, 1)
 
     key = jax.random.PRNGKey(1)
     timed(eval_only, one.agent, key)
@@ -109,7 +111,7 @@ def loop_overhead(env, eval_env, agent_cfg, train_state, trainer, chunk_s) -> di
 
     # Achieved GFLOP/s of the update against a dense matmul measured now.
     batch = buffer_lib.sample(one.buffer, key, BATCH)
-    flops = jax.jit(sac.update, static_argnums=3).lower(one.agent, batch, key, agent_cfg).compile().cost_analysis()
+    flops = jax.jit(agent.update, static_argnums=3).lower(one.agent, batch, key, agent_cfg).compile().cost_analysis()
     flops = (flops[0] if isinstance(flops, list) else flops).get("flops", float("nan"))
     a = jax.random.normal(key, (1024, 1024))
     mm = jax.jit(lambda a: a @ a)
@@ -194,6 +196,8 @@ def main():
     parser.add_argument("--num-envs", nargs="+", type=int, default=[1, 16, 128])
     parser.add_argument("--updates", type=int, default=2048, help="gradient updates per timed chunk/epoch")
     parser.add_argument("--skip-brax", action="store_true")
+    parser.add_argument("--agents", nargs="+", default=["sac"],
+                        help="our agents to time; Brax's SAC is the peer of 'sac' only")
     parser.add_argument("--time-to-score", type=float, default=None)
     parser.add_argument("--max-steps", type=int, default=150_000)
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags for jaxrl train (time-to-score)")
@@ -203,17 +207,15 @@ def main():
             print(json.dumps(time_to_score(env_name, args.time_to_score, args.num_envs[0], args.max_steps,
                                            args.extra)), flush=True)
         return
-    for env_name in args.envs:
-        for n in args.num_envs:
-            row = {"env": env_name, "num_envs": n, "batch": BATCH, "hidden": list(HIDDEN), "updates_per_env_step": 1,
-                   "device": jax.devices()[0].device_kind}
-            row.update(ours(env_name, n, args.updates))
-            if not args.skip_brax:
-                row.update(brax_sac(env_name, n, args.updates))
-                row["ratio"] = row["ours_env_steps_per_s"] / row["brax_env_steps_per_s"]
-                row["compile_ratio"] = row["ours_compile_s"] / row["brax_compile_s"]
-            print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
-
+    for env_name, n, agent_name in itertools.product(args.envs, args.num_envs, args.agents):
+        row = {"agent": agent_name, "env": env_name, "num_envs": n, "batch": BATCH, "hidden": list(HIDDEN),
+               "updates_per_env_step": 1, "device": jax.devices()[0].device_kind}
+        row.update(ours(env_name, n, args.updates, agent_name=agent_name))
+        if agent_name == "sac" and not args.skip_brax:
+            row.update(brax_sac(env_name, n, args.updates))
+            row["ratio"] = row["ours_env_steps_per_s"] / row["brax_env_steps_per_s"]
+            row["compile_ratio"] = row["ours_compile_s"] / row["brax_compile_s"]
+        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
 
 if __name__ == "__main__":
     main()
