@@ -12,6 +12,7 @@ Settings on both sides: batch 256, 2x256 ReLU networks, 1 gradient update per en
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import json
 import os
@@ -47,7 +48,9 @@ def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2, agent_nam
     env = envs.make(env_name, num_envs)
     eval_env = envs.make(env_name, 1)
     agent = get_agent(agent_name)
-    agent_cfg = agent.Config(hidden_sizes=HIDDEN, batch_size=BATCH)
+    fields = {f.name for f in dataclasses.fields(agent.Config)}
+    widths = {k: HIDDEN for k in ("hidden_sizes", "actor_hidden_sizes", "critic_hidden_sizes") if k in fields}
+    agent_cfg = agent.Config(batch_size=BATCH, **widths)  # TQC's own default critics are 3x512: not SAC's
     trainer = make_train(agent, env, eval_env, cfg, agent_cfg)
     t0 = time.perf_counter()
     state = trainer.init(0, 1)

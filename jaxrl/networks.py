@@ -74,8 +74,9 @@ class CriticEnsemble(nn.Module):
 class GaussianPolicyHead(nn.Module):
     """MLP trunk producing (mean, log_std) of a Gaussian in pre-tanh space.
 
-    log_std is squashed into [log_std_min, log_std_max] with the smooth tanh rescaling of CleanRL
-    (log_std = min + (max - min) * (tanh(x) + 1) / 2), so its gradient never vanishes at a hard clip.
+    With ``squash_log_std`` (CleanRL) log_std is mapped smoothly into [log_std_min, log_std_max] as
+    min + (max - min) * (tanh(x) + 1) / 2, so its gradient never vanishes at a hard clip; without it, it is
+    clipped (softlearning, TQC).
     """
 
     hidden_sizes: Sequence[int]
@@ -83,11 +84,14 @@ class GaussianPolicyHead(nn.Module):
     activation: str = "relu"
     log_std_min: float = -5.0
     log_std_max: float = 2.0
+    squash_log_std: bool = True
 
     @nn.compact
     def __call__(self, obs):
         out = MLP(self.hidden_sizes, 2 * self.action_size, self.activation)(obs)
         mean, raw_log_std = jnp.split(out, 2, axis=-1)
+        if not self.squash_log_std:
+            return mean, jnp.clip(raw_log_std, self.log_std_min, self.log_std_max)
         log_std = self.log_std_min + 0.5 * (self.log_std_max - self.log_std_min) * (jnp.tanh(raw_log_std) + 1.0)
         return mean, log_std
 

@@ -25,6 +25,30 @@ def temperature_loss(log_alpha, log_prob, target_entropy):
     return -jnp.mean(jnp.exp(log_alpha) * jax.lax.stop_gradient(log_prob + target_entropy))
 
 
+def log_temperature_loss(log_alpha, log_prob, target_entropy):
+    """The SB3 / TQC form of the temperature objective: -log alpha * sg(log pi + target_entropy), averaged.
+
+    Same sign of gradient as ``temperature_loss`` but without the factor alpha.
+    """
+    return -jnp.mean(log_alpha * jax.lax.stop_gradient(log_prob + target_entropy))
+
+
+def quantile_huber_loss(quantiles, targets, kappa: float = 1.0):
+    """Quantile regression Huber loss, averaged over every (critic, batch, atom, target) term.
+
+    quantiles: [N, B, M] predicted atoms theta_n^m at midpoints tau_m = (2m - 1) / 2M;
+    targets: [B, K] target atoms y_k. Term: |tau_m - 1{delta < 0}| * H_kappa(delta) / kappa, delta = y_k - theta.
+    The pairwise [N, B, M, K] tensor is one broadcast expression, which XLA fuses.
+    """
+    num_atoms = quantiles.shape[-1]
+    tau = (2.0 * jnp.arange(num_atoms, dtype=quantiles.dtype) + 1.0) / (2.0 * num_atoms)
+    delta = targets[None, :, None, :] - quantiles[..., None]
+    abs_delta = jnp.abs(delta)
+    huber = jnp.where(abs_delta <= kappa, 0.5 * delta**2, kappa * (abs_delta - 0.5 * kappa))
+    weight = jnp.abs(tau[:, None] - (delta < 0).astype(quantiles.dtype))
+    return jnp.mean(weight * huber / kappa)
+
+
 def apply_updates(params, grads, opt_state, optimizer: optax.GradientTransformation):
     """One optimizer step; returns (new_params, new_opt_state)."""
     updates, opt_state = optimizer.update(grads, opt_state, params)

@@ -10,13 +10,14 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-AGENTS = ["sac", "td3"]
+AGENTS = ["sac", "td3", "tqc"]
 
 
 def tiny(agent="sac"):
+    widths = {"tqc": ["--tqc.actor-hidden-sizes", "16", "16", "--tqc.critic-hidden-sizes", "16", "16"]}
     return ["--agent", agent, "--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2",
             "--eval-every", "200", "--learning-starts", "200", "--buffer-size", "4000",
-            f"--{agent}.hidden-sizes", "16", "16", f"--{agent}.batch-size", "32"]
+            *widths.get(agent, [f"--{agent}.hidden-sizes", "16", "16"]), f"--{agent}.batch-size", "32"]
 
 
 TINY = tiny()

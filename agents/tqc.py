@@ -1,0 +1,170 @@
+"""TQC: Truncated Quantile Critics (Kuznetsov et al. 2020, arXiv 2005.04269).
+
+Reads top to bottom: Config -> State -> losses -> init / act / update -> AGENT.
+
+Defaults follow the official code (SamsungLabs/tqc_pytorch, ALGORITHMS.md §4): N = 5 critics of [512, 512, 512]
+with M = 25 quantiles each, actor [256, 256] with log std clipped to [-20, 2], lr 3e-4, batch 256, gamma 0.99,
+tau 0.005, d = 2 top atoms dropped per critic (a per-env knob: HalfCheetah 0, Hopper 5), temperature loss
+-log alpha * sg(log pi - |A|) with log alpha_0 = 0. Order: critic step -> Polyak -> actor step -> alpha step,
+the actor and alpha losses evaluated with the pre-update critics, all on one minibatch. Deviations:
+  * lecun_uniform init with zero biases (Brax) rather than PyTorch's default;
+  * batched envs and the loop's random warm-up (the official code acts with the policy from step 0 and
+    trains from t >= 256: pass ``--learning-starts 256``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxrl.agent import Agent
+from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian
+from jaxrl.types import Batch, EnvSpec
+from jaxrl.updates import apply_updates, log_temperature_loss, polyak_update, quantile_huber_loss, td_target
+
+static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
+
+
+@flax.struct.dataclass
+class Config:
+    actor_hidden_sizes: tuple[int, ...] = static((256, 256))
+    """hidden layer widths of the actor"""
+    critic_hidden_sizes: tuple[int, ...] = static((512, 512, 512))
+    """hidden layer widths of each quantile critic"""
+    num_critics: int = static(5)
+    """N: critics in the ensemble"""
+    num_quantiles: int = static(25)
+    """M: quantile atoms per critic"""
+    drop_per_critic: int = static(2)
+    """d: top atoms dropped per critic from the pooled, sorted target (K = N M - d N kept)"""
+    batch_size: int = static(256)
+    """transitions per gradient update"""
+    actor_lr: float = 3e-4
+    """Adam learning rate of the actor"""
+    critic_lr: float = 3e-4
+    """Adam learning rate of the critics"""
+    alpha_lr: float = 3e-4
+    """Adam learning rate of log alpha"""
+    gamma: float = 0.99
+    """discount"""
+    tau: float = 0.005
+    """Polyak rate of the target critics"""
+    init_alpha: float = 1.0
+    """initial temperature alpha"""
+    target_entropy: float | None = None
+    """entropy target; None means -|A|"""
+
+
+@flax.struct.dataclass
+class State:
+    actor_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    log_alpha: jax.Array
+    target_entropy: jax.Array
+    actor_opt_state: Any
+    critic_opt_state: Any
+    alpha_opt_state: Any
+    actor: nn.Module = flax.struct.field(pytree_node=False)
+    critic: nn.Module = flax.struct.field(pytree_node=False)
+
+
+# ---------------------------------------------------------------------------------------------- losses
+
+
+def truncated_target_atoms(state: State, batch: Batch, key, cfg: Config):
+    """[B, K] targets y_k = r + gamma (1 - terminated)(z_(k) - alpha log pi(a'|s')), the K smallest pooled atoms."""
+    next_mean, next_log_std = state.actor.apply(state.actor_params, batch.next_obs)
+    next_action, next_log_prob = sample_tanh_gaussian(key, next_mean, next_log_std)
+    atoms = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)  # [N, B, M]
+    pooled = jnp.sort(jnp.moveaxis(atoms, 0, 1).reshape(atoms.shape[1], -1), axis=-1)  # [B, N M] ascending
+    kept = pooled[:, : cfg.num_quantiles * cfg.num_critics - cfg.drop_per_critic * cfg.num_critics]
+    next_value = kept - jnp.exp(state.log_alpha) * next_log_prob[:, None]
+    target = td_target(batch.reward[:, None], batch.terminated[:, None], next_value, cfg.gamma)
+    return jax.lax.stop_gradient(target)
+
+
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
+    """Quantile Huber loss (kappa = 1) of every critic's atoms against the truncated target set."""
+    target = truncated_target_atoms(state, batch, key, cfg)
+    quantiles = state.critic.apply(critic_params, batch.obs, batch.action)  # [N, B, M]
+    loss = quantile_huber_loss(quantiles, target)
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(quantiles), "target_mean": jnp.mean(target)}
+
+
+def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
+    """E[alpha log pi(a|s) - mean over all N M atoms of theta(s, a)]."""
+    mean, log_std = state.actor.apply(actor_params, batch.obs)
+    action, log_prob = sample_tanh_gaussian(key, mean, log_std)
+    q = jnp.mean(state.critic.apply(state.critic_params, batch.obs, action), axis=(0, 2))
+    loss = jnp.mean(jnp.exp(jax.lax.stop_gradient(state.log_alpha)) * log_prob - q)
+    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob}
+
+
+def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
+    loss = log_temperature_loss(log_alpha, log_prob, state.target_entropy)
+    return loss, {"alpha_loss": loss, "alpha": jnp.exp(log_alpha)}
+
+
+# ------------------------------------------------------------------------------------- init / act / update
+
+
+def optimizers(cfg: Config):
+    return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
+
+
+def init(key, spec: EnvSpec, cfg: Config) -> State:
+    if not 0 <= cfg.drop_per_critic < cfg.num_quantiles:
+        from jaxrl import ConfigError
+
+        raise ConfigError(f"drop_per_critic={cfg.drop_per_critic} must be in [0, num_quantiles={cfg.num_quantiles})")
+    actor = GaussianPolicyHead(cfg.actor_hidden_sizes, spec.action_size, "relu", -20.0, 2.0, squash_log_std=False)
+    critic = CriticEnsemble(cfg.critic_hidden_sizes, num_critics=cfg.num_critics, output_size=cfg.num_quantiles)
+    actor_key, critic_key = jax.random.split(key)
+    obs, action = jnp.zeros((1, spec.obs_size)), jnp.zeros((1, spec.action_size))
+    actor_params, critic_params = actor.init(actor_key, obs), critic.init(critic_key, obs, action)
+    log_alpha = jnp.log(jnp.asarray(cfg.init_alpha, jnp.float32))
+    target_entropy = -float(spec.action_size) if cfg.target_entropy is None else cfg.target_entropy
+    actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+    return State(actor_params=actor_params, critic_params=critic_params, target_critic_params=critic_params,
+                 log_alpha=log_alpha, target_entropy=jnp.asarray(target_entropy, jnp.float32),
+                 actor_opt_state=actor_opt.init(actor_params), critic_opt_state=critic_opt.init(critic_params),
+                 alpha_opt_state=alpha_opt.init(log_alpha), actor=actor, critic=critic)
+
+
+def act(state: State, obs, key, cfg: Config, deterministic: bool = False):
+    mean, log_std = state.actor.apply(state.actor_params, obs)
+    if deterministic:
+        return jnp.tanh(mean)
+    return sample_tanh_gaussian(key, mean, log_std)[0]
+
+
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):
+    def update(state: State, batch: Batch, key, cfg: Config):
+        critic_key, actor_key = jax.random.split(key)
+        actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+        # Actor and alpha losses use the pre-update critics (tqc_pytorch): compute their gradients first.
+        actor_grads, actor_info = jax.grad(actor_loss_fn, has_aux=True)(state.actor_params, state, batch,
+                                                                        actor_key, cfg)
+        log_prob = actor_info.pop("log_prob")
+        alpha_grads, alpha_info = jax.grad(alpha_loss_fn, has_aux=True)(state.log_alpha, state, log_prob, cfg)
+        grads, critic_info = jax.grad(critic_loss_fn, has_aux=True)(state.critic_params, state, batch, critic_key, cfg)
+        critic_params, critic_opt_state = apply_updates(state.critic_params, grads, state.critic_opt_state, critic_opt)
+        actor_params, actor_opt_state = apply_updates(state.actor_params, actor_grads, state.actor_opt_state, actor_opt)
+        log_alpha, alpha_opt_state = apply_updates(state.log_alpha, alpha_grads, state.alpha_opt_state, alpha_opt)
+        state = state.replace(
+            critic_params=critic_params, critic_opt_state=critic_opt_state, actor_params=actor_params,
+            actor_opt_state=actor_opt_state, log_alpha=log_alpha, alpha_opt_state=alpha_opt_state,
+            target_critic_params=polyak_update(critic_params, state.target_critic_params, cfg.tau))
+        return state, {**critic_info, **actor_info, **alpha_info}
+
+    return update
+
+
+update = make_update()
+
+AGENT = Agent(name="tqc", Config=Config, init=init, act=act, update=update)

@@ -1,0 +1,90 @@
+"""TQC: the quantile Huber loss by hand, which atoms survive truncation, the actor on all atoms, learning."""
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from agents import tqc
+from jaxrl.loop import LoopConfig
+from jaxrl.updates import quantile_huber_loss
+from tests.test_learning import train
+from tests.test_sac_losses import BATCH, KEY, FixedActor, sampled
+
+
+def test_quantile_huber_loss_by_hand():
+    # one critic, one sample, M = 2 atoms (tau = 1/4, 3/4) at 0 and 1; targets 0.5 and 3.
+    # atom 0: deltas 0.5, 3.0 -> huber 0.125, 2.5 -> weight 1/4 each
+    # atom 1: deltas -0.5, 2.0 -> huber 0.125, 1.5 -> weights |3/4 - 1| = 1/4 and 3/4
+    loss = quantile_huber_loss(jnp.array([[[0.0, 1.0]]]), jnp.array([[0.5, 3.0]]))
+    np.testing.assert_allclose(loss, (0.25 * 0.125 + 0.25 * 2.5 + 0.25 * 0.125 + 0.75 * 1.5) / 4, rtol=1e-6)
+
+
+def test_quantile_huber_minimiser_is_the_quantile():
+    targets = jnp.linspace(0.0, 99.0, 100)[None, :]  # uniform samples; the tau-quantile of 0..99 is ~ 99 tau
+    grid = jnp.linspace(-10.0, 110.0, 1201)
+    losses = jax.vmap(lambda q: quantile_huber_loss(jnp.full((1, 1, 1), q), targets))(grid)
+    np.testing.assert_allclose(grid[jnp.argmin(losses)], 49.5, atol=0.6)  # M = 1: tau = 1/2, the median
+
+
+class ConstantAtoms(nn.Module):
+    """Critic n outputs fixed atoms for every (s, a): [N, B, M]."""
+
+    atoms: tuple
+
+    @nn.compact
+    def __call__(self, obs, action):
+        atoms = self.param("atoms", lambda k: jnp.array(self.atoms))
+        return jnp.broadcast_to(atoms[:, None, :], (atoms.shape[0], obs.shape[0], atoms.shape[1]))
+
+
+def make_state(atoms=((0.0, 5.0, 10.0), (1.0, 2.0, 20.0))):
+    actor, critic = FixedActor(), ConstantAtoms(atoms)
+    actor_params, critic_params = actor.init(KEY, BATCH.obs), critic.init(KEY, BATCH.obs, BATCH.action)
+    opt = optax.adam(1e-3)
+    return tqc.State(actor_params=actor_params, critic_params=critic_params, target_critic_params=critic_params,
+                     log_alpha=jnp.log(0.5), target_entropy=jnp.float32(-1.0), actor_opt_state=opt.init(actor_params),
+                     critic_opt_state=opt.init(critic_params), alpha_opt_state=opt.init(jnp.float32(0.0)),
+                     actor=actor, critic=critic)
+
+
+CFG = tqc.Config(num_critics=2, num_quantiles=3, drop_per_critic=1, gamma=0.9)
+
+
+def test_truncation_keeps_the_smallest_pooled_atoms():
+    state = make_state()
+    target = tqc.truncated_target_atoms(state, BATCH, KEY, CFG)
+    _, log_prob = sampled(KEY, 2)
+    kept = np.array([0.0, 1.0, 2.0, 5.0])  # pooled sorted 0 1 2 5 10 20, top d N = 2 dropped
+    expected = np.stack([1.0 + 0.9 * (kept - 0.5 * log_prob[0]), np.full(4, -1.0)])  # row 1 terminated
+    np.testing.assert_allclose(target, expected, rtol=1e-5)
+    assert target.shape == (2, 4)
+    none_dropped = tqc.truncated_target_atoms(state, BATCH, KEY, CFG.replace(drop_per_critic=0))
+    np.testing.assert_allclose(none_dropped[0], 1.0 + 0.9 * (np.array([0, 1, 2, 5, 10, 20]) - 0.5 * log_prob[0]),
+                               rtol=1e-5)
+
+
+def test_actor_loss_uses_the_mean_of_all_atoms():
+    state = make_state()
+    loss, _ = tqc.actor_loss(state.actor_params, state, BATCH, KEY, CFG)
+    _, log_prob = sampled(KEY, 2)
+    np.testing.assert_allclose(loss, np.mean(0.5 * log_prob - 38.0 / 6.0), rtol=1e-5)
+
+
+def test_update_uses_pre_update_critics_for_the_actor():
+    state = make_state()
+    new, metrics = jax.jit(tqc.update, static_argnums=3)(state, BATCH, KEY, CFG)
+    _, actor_key = jax.random.split(KEY)
+    np.testing.assert_allclose(metrics["actor_loss"], tqc.actor_loss(state.actor_params, state, BATCH, actor_key,
+                                                                      CFG)[0], rtol=1e-6)
+    expected = jax.tree.map(lambda c, t: CFG.tau * c + (1 - CFG.tau) * t, new.critic_params, state.target_critic_params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), new.target_critic_params, expected)
+
+
+def test_tqc_swings_up_the_pendulum():
+    loop = LoopConfig(steps=10_000, num_envs=4, num_eval_envs=10, eval_every=2000, learning_starts=1000,
+                      buffer_size=10_000)
+    cfg = tqc.Config(actor_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64))
+    _, history = train("toy/Pendulum", loop, cfg, agent=tqc.AGENT)
+    assert history[0]["eval/return"].max() < -700
+    assert np.all(history[-1]["eval/return"] > -300), [h["eval/return"] for h in history]
