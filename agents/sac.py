@@ -22,9 +22,9 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl.agent import Agent
-from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian
+from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.types import Batch, EnvSpec
-from jaxrl.updates import apply_updates, polyak_update, td_target, temperature_loss
+from jaxrl.updates import apply_updates, init_temperature, polyak_update, td_target, temperature_loss
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -123,20 +123,16 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     action = jnp.zeros((1, spec.action_size))
     actor_params = actor.init(actor_key, obs)
     critic_params = critic.init(critic_key, obs, action)
-    log_alpha = jnp.log(jnp.asarray(cfg.init_alpha, jnp.float32))
-    target_entropy = -float(spec.action_size) if cfg.target_entropy is None else cfg.target_entropy
+    log_alpha, target_entropy = init_temperature(cfg.init_alpha, cfg.target_entropy, spec.action_size)
     actor_opt, critic_opt, alpha_opt = optimizers(cfg)
     return State(actor_params=actor_params, critic_params=critic_params, target_critic_params=critic_params,
-                 log_alpha=log_alpha, target_entropy=jnp.asarray(target_entropy, jnp.float32),
+                 log_alpha=log_alpha, target_entropy=target_entropy,
                  actor_opt_state=actor_opt.init(actor_params), critic_opt_state=critic_opt.init(critic_params),
                  alpha_opt_state=alpha_opt.init(log_alpha), actor=actor, critic=critic)
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False):
-    mean, log_std = state.actor.apply(state.actor_params, obs)
-    if deterministic:
-        return jnp.tanh(mean)
-    return sample_tanh_gaussian(key, mean, log_std)[0]
+    return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic)
 
 
 def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):

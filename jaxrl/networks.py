@@ -111,3 +111,11 @@ def sample_tanh_gaussian(key: jax.Array, mean: jax.Array, log_std: jax.Array) ->
     """Reparameterised sample a = tanh(mean + std * eps) and its log-probability."""
     u = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
     return jnp.tanh(u), tanh_gaussian_log_prob(u, mean, log_std)
+
+
+def tanh_gaussian_act(actor: nn.Module, params, obs, key, deterministic: bool):
+    """Act with a tanh-Gaussian policy head: tanh(mean) when deterministic, else a sample."""
+    mean, log_std = actor.apply(params, obs)
+    if deterministic:
+        return jnp.tanh(mean)
+    return sample_tanh_gaussian(key, mean, log_std)[0]

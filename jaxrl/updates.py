@@ -16,6 +16,12 @@ def td_target(reward, terminated, next_value, gamma):
     return reward + gamma * (1.0 - terminated.astype(reward.dtype)) * next_value
 
 
+def init_temperature(init_alpha: float, target_entropy: float | None, action_size: int):
+    """(log alpha_0, target entropy) as arrays; a target of None means -|A| (the SAC paper's rule)."""
+    target = -float(action_size) if target_entropy is None else target_entropy
+    return jnp.log(jnp.asarray(init_alpha, jnp.float32)), jnp.asarray(target, jnp.float32)
+
+
 def temperature_loss(log_alpha, log_prob, target_entropy):
     """SAC's automatic temperature objective, CleanRL form: -alpha * sg(log pi + target_entropy), averaged.
 
