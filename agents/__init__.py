@@ -6,7 +6,7 @@ import importlib
 from jaxrl import ConfigError
 from jaxrl.agent import Agent
 
-REGISTERED = {"sac": "agents.sac", "td3": "agents.td3", "tqc": "agents.tqc"}
+REGISTERED = {"sac": "agents.sac", "td3": "agents.td3", "tqc": "agents.tqc", "dsac_t": "agents.dsac_t"}
 
 
 def list_agents() -> list[str]:

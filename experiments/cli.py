@@ -32,7 +32,7 @@ def _train(argv: list[str]) -> int:
     from agents import get_agent
     from experiments.train import NonFiniteError, RunConfig, config_from_dict, load_run_config, train
     from jaxrl import ConfigError
-    from jaxrl.loop import LoopConfig
+    from jaxrl.loop import LoopConfig, default_loop_config
 
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--agent", default=None)
@@ -49,7 +49,7 @@ def _train(argv: list[str]) -> int:
             loop = config_from_dict(LoopConfig, saved["loop"])
             agent_cfg = config_from_dict(agent.Config, saved["agent_config"])
         else:
-            run, loop, agent_cfg = RunConfig(), LoopConfig(), agent.Config()
+            run, loop, agent_cfg = RunConfig(), default_loop_config(agent), agent.Config()
     except ConfigError as e:
         return _error(str(e))
 
@@ -60,7 +60,7 @@ def _train(argv: list[str]) -> int:
         (name, Annotated[agent.Config, tyro.conf.arg(name=name)]),
     ])
     args = tyro.cli(Args, args=rest, default=Args(run, loop, agent_cfg), prog="jaxrl train",
-                    description=f"Train {name}. Agent flags: --{name}.*; --agent NAME picks another agent, "
+                    description=f"Train {name}. Agent flags: --{name.replace('_', '-')}.*; --agent NAME picks another agent, "
                                 "--resume RUN_DIR continues a run.")
     run, loop, agent_cfg = args.run, args.loop, getattr(args, name)
     if known.resume and os.path.abspath(run.run_dir) != os.path.abspath(known.resume):

@@ -39,7 +39,9 @@ class LoopConfig:
     eval_every: int = 10_000
     """env steps per chunk; one evaluation at the end of each (rounded up to whole update blocks)"""
     learning_starts: int = 5_000
-    """env steps of uniform random actions before the first update"""
+    """env steps collected before the first update"""
+    warmup: str = "uniform"
+    """actions before learning_starts: uniform (random in [-1, 1]) or policy (the initial stochastic policy)"""
     updates_per_step: float = 1.0
     """gradient updates per transition added (one agent step of one env); fractions like 1/16 allowed"""
     buffer_size: int = 1_000_000
@@ -70,6 +72,8 @@ def make_schedule(cfg: LoopConfig) -> Schedule:
             raise ConfigError(f"{field} must be a positive integer, got {value!r}")
     if cfg.learning_starts < 0:
         raise ConfigError(f"learning_starts must be >= 0 env steps, got {cfg.learning_starts}")
+    if cfg.warmup not in ("uniform", "policy"):
+        raise ConfigError(f"warmup={cfg.warmup!r} is not one of: uniform, policy")
     if not cfg.updates_per_step > 0:
         raise ConfigError(f"updates_per_step must be > 0, got {cfg.updates_per_step}")
     per_iter = cfg.updates_per_step * cfg.num_envs
@@ -126,6 +130,11 @@ def over_seeds(fn):
 def seed_keys(seed: int, num_seeds: int) -> jax.Array:
     """Seed k of a K-seed run uses exactly the key of a single run with seed ``seed + k``."""
     return jnp.stack([jax.random.PRNGKey(seed + k) for k in range(num_seeds)])
+
+
+def default_loop_config(agent: Agent, **overrides) -> LoopConfig:
+    """LoopConfig with the agent's own loop defaults (``agent.loop_defaults``), then ``overrides``, applied."""
+    return dataclasses.replace(LoopConfig(), **{**agent.loop_defaults, **overrides})
 
 
 def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Trainer:
@@ -211,9 +220,11 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
 
         def iteration(inner, act_key):
             agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
-            warm = env_steps < learning_starts
-            action = jax.lax.cond(warm, over_seeds(random_actions), over_seeds(policy_actions),
-                                  agent_state, stats, env_state.obs, act_key)
+            if cfg.warmup == "policy":
+                action = over_seeds(policy_actions)(agent_state, stats, env_state.obs, act_key)
+            else:
+                action = jax.lax.cond(env_steps < learning_starts, over_seeds(random_actions),
+                                      over_seeds(policy_actions), agent_state, stats, env_state.obs, act_key)
             env_state, buffer, stats, ret_sum, count = over_seeds(env_step)(env_state, buffer, stats, action)
             return (agent_state, env_state, buffer, stats, env_steps + schedule.env_steps_per_iter,
                     ep_sum + ret_sum, ep_count + count), None

@@ -10,11 +10,12 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-AGENTS = ["sac", "td3", "tqc"]
+AGENTS = ["sac", "td3", "tqc", "dsac_t"]
 
 
 def tiny(agent="sac"):
-    widths = {"tqc": ["--tqc.actor-hidden-sizes", "16", "16", "--tqc.critic-hidden-sizes", "16", "16"]}
+    split_widths = [f"--{agent}.actor-hidden-sizes", "16", "16", f"--{agent}.critic-hidden-sizes", "16", "16"]
+    widths = {"tqc": split_widths, "dsac_t": split_widths}
     return ["--agent", agent, "--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2",
             "--eval-every", "200", "--learning-starts", "200", "--buffer-size", "4000",
             *widths.get(agent, [f"--{agent}.hidden-sizes", "16", "16"]), f"--{agent}.batch-size", "32"]
@@ -71,8 +72,9 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
 @pytest.mark.parametrize("agent", AGENTS)
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
     run_dir = str(tmp_path / "nan")
+    # --updates-per-step 1: several updates in the first learning block, so the NaN shows at env step 300.
     result = jaxrl("train", *tiny(agent), "--steps", "1000", "--learning-starts", "300", "--checkpoint-every",
-                   "200", f"--{agent}.critic-lr", "nan", "--run-dir", run_dir)
+                   "200", "--updates-per-step", "1", f"--{agent}.critic-lr", "nan", "--run-dir", run_dir)
     assert result.returncode == 3
     assert_one_line_error(result, "non-finite", "_loss at env step 300", "env step 200")
     assert sorted(os.listdir(os.path.join(run_dir, "checkpoints"))) == ["200"]

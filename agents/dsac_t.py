@@ -1,0 +1,282 @@
+"""DSAC-T: Distributional Soft Actor-Critic with Three Refinements (Duan et al., arXiv 2310.05858).
+
+Reads top to bottom: Config -> State -> losses -> init / act / update -> AGENT.
+
+Two critics each predict a Gaussian over the soft return, N(mu_i(s, a), sigma_i(s, a)^2), sigma = softplus.
+The three refinements (ALGORITHMS.md §3.2), as the paper-era official code (Jingliang-Duan/DSAC-v2,
+2023-05 to 2025-07) implements them:
+  1. expected value substitution: the mean is regressed on the *expected* target y_q, not a sample;
+  2. twin value distributions: per sample, the target critic with the smaller mean supplies y_q and y_z;
+  3. variance-based gradient adjustment: the loss is scaled by (b_i^2 + eps), b_i a running mean of sigma_i
+     (tau_b = 0.005), and the sampled target y_z is clipped to mu_i +- 3 b_i (the sampled xi to [-3, 3]).
+``critic_loss_form="huber"`` selects the 2025-07 official loss instead (commit c5105eb), see
+``critic_huber_terms``. Published numbers predate it.
+
+Defaults follow the official code (`dsacv2_mlp_mujoco_offserial.py`): critics and policy [256, 256, 256] GELU,
+policy log std clamped to [-20, 0.5], target networks for both critics *and* the policy, lr 1e-4 (critics,
+policy) and 3e-4 (alpha), alpha_0 = e, entropy target -|A|, gamma 0.99, tau 0.005, batch 256; policy, alpha
+and all targets step every 2nd iteration (iteration counted from 0, so the first update moves them); the actor
+and alpha gradients are taken with the critics from before this iteration's critic step. Loop defaults
+(``AGENT.loop_defaults``): 20 envs and 1 update per 20 env steps (the official 20 env steps per iteration),
+10k warm-up transitions from the initial stochastic policy. For curves comparable with SAC/TD3 at 1M env
+steps (1 update per env step) pass ``--updates-per-step 1``. Deviations:
+  * lecun_uniform init with zero biases (Brax) rather than PyTorch's default;
+  * the 20 env steps per iteration come from 20 batched envs, one step each, not 20 steps of one env.
+"""
+from __future__ import annotations
+
+import math
+from types import MappingProxyType
+from typing import Any
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import optax
+
+from jaxrl import ConfigError
+from jaxrl.agent import Agent
+from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.types import Batch, EnvSpec
+from jaxrl.updates import apply_updates, init_temperature, log_temperature_loss, polyak_update, td_target
+
+static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
+
+CRITIC_LOSS_FORMS = ("paper", "huber")
+
+
+@flax.struct.dataclass
+class Config:
+    actor_hidden_sizes: tuple[int, ...] = static((256, 256, 256))
+    """hidden layer widths of the policy"""
+    critic_hidden_sizes: tuple[int, ...] = static((256, 256, 256))
+    """hidden layer widths of each value-distribution critic"""
+    activation: str = static("gelu")
+    """activation of every hidden layer"""
+    batch_size: int = static(256)
+    """transitions per gradient update"""
+    policy_delay: int = static(2)
+    """iterations per policy, alpha and target update"""
+    critic_loss_form: str = static("paper")
+    """paper: the paper-era loss with (b^2 + eps) scaling; huber: the 2025-07 official Huber-form loss"""
+    actor_lr: float = 1e-4
+    """Adam learning rate of the policy"""
+    critic_lr: float = 1e-4
+    """Adam learning rate of the critics"""
+    alpha_lr: float = 3e-4
+    """Adam learning rate of log alpha"""
+    gamma: float = 0.99
+    """discount"""
+    tau: float = 0.005
+    """Polyak rate of the target critics and the target policy"""
+    tau_b: float = 0.005
+    """rate of the running mean std b of each critic"""
+    clip_boundary: float = 3.0
+    """xi is clipped to [-c, c] and the sampled target to mu +- c b"""
+    epsilon_b: float = 0.1
+    """the eps_b in the variance-based scaling (b^2 + eps_b) and its denominators"""
+    huber_delta: float = 50.0
+    """delta of the Huber terms of critic_loss_form=huber"""
+    init_alpha: float = math.e
+    """initial temperature alpha (official: log alpha_0 = 1)"""
+    target_entropy: float | None = None
+    """entropy target; None means -|A|"""
+
+
+@flax.struct.dataclass
+class State:
+    actor_params: Any
+    target_actor_params: Any
+    critic_params: Any
+    target_critic_params: Any
+    log_alpha: jax.Array
+    target_entropy: jax.Array
+    actor_opt_state: Any
+    critic_opt_state: Any
+    alpha_opt_state: Any
+    mean_std: jax.Array  # [2] b_i, the running mean of each critic's sigma over batches
+    num_updates: jax.Array  # iterations so far; the policy moves when it is a multiple of policy_delay
+    last_actor_loss: jax.Array  # reported on the iterations that skip the policy
+    last_entropy: jax.Array
+    actor: nn.Module = flax.struct.field(pytree_node=False)
+    critic: nn.Module = flax.struct.field(pytree_node=False)
+
+
+# ---------------------------------------------------------------------------------------------- losses
+
+
+def value_distributions(critic: nn.Module, params, obs, action):
+    """(mu, sigma), each [2, B]: the critics' Gaussian return distributions, sigma = softplus(raw)."""
+    out = critic.apply(params, obs, action)
+    return out[..., 0], jax.nn.softplus(out[..., 1])
+
+
+def running_mean_std(mean_std, sigma, num_updates, tau_b):
+    """b_i <- (1 - tau_b) b_i + tau_b mean_B sg(sigma_i); the first batch initialises b_i to its mean."""
+    batch_mean = jnp.mean(jax.lax.stop_gradient(sigma), axis=-1)
+    return jnp.where(num_updates == 0, batch_mean, (1.0 - tau_b) * mean_std + tau_b * batch_mean)
+
+
+def distributional_targets(state: State, batch: Batch, key, cfg: Config):
+    """(y_q, y_z), each [B]: expected and sampled soft-return targets of the twin with the smaller mean.
+
+    a' ~ target policy(s'); z_i = mubar_i + clip(xi_i, -c, c) sigmabar_i with xi_i ~ N(0, 1) per critic;
+    k = argmin_i mubar_i(s', a'); y_q = r + gamma (1 - d)(mubar_k - alpha log pi(a'|s')), y_z likewise with z_k.
+    """
+    action_key, xi_key = jax.random.split(key)
+    mean, log_std = state.actor.apply(state.target_actor_params, batch.next_obs)
+    next_action, next_log_prob = sample_tanh_gaussian(action_key, mean, log_std)
+    next_mu, next_sigma = value_distributions(state.critic, state.target_critic_params, batch.next_obs, next_action)
+    xi = jnp.clip(jax.random.normal(xi_key, next_mu.shape), -cfg.clip_boundary, cfg.clip_boundary)
+    next_sample = next_mu + xi * next_sigma
+    # The official code's torch.where(q1 < q2, q1_sample, q2_sample): ties go to the second critic.
+    smaller = next_mu[0] < next_mu[1]
+    soft = jnp.exp(state.log_alpha) * next_log_prob
+    y_q = td_target(batch.reward, batch.terminated, jnp.where(smaller, next_mu[0], next_mu[1]) - soft, cfg.gamma)
+    y_z = td_target(batch.reward, batch.terminated, jnp.where(smaller, next_sample[0], next_sample[1]) - soft,
+                    cfg.gamma)
+    return jax.lax.stop_gradient(y_q), jax.lax.stop_gradient(y_z)
+
+
+def clipped_sample_target(y_z, mu, mean_std, clip_boundary):
+    """mu_i + clip(y_z - mu_i, -c b_i, c b_i), [2, B]: the sampled target kept within c running stds of mu_i."""
+    mu = jax.lax.stop_gradient(mu)
+    bound = clip_boundary * mean_std[:, None]
+    return mu + jnp.clip(y_z[None, :] - mu, -bound, bound)
+
+
+def critic_paper_terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg: Config):
+    """Per-critic loss L_i of the paper-era code, [2]; its gradients are the paper's (ALGORITHMS.md §3.2):
+
+        dL_i/dmu_i    = -(b_i^2 + eps) (y_q - mu_i) / (sighat_i^2 + eps)                 / B per sample
+        dL_i/dsigma_i = -(b_i^2 + eps) ((yhat_z,i - mu_i)^2 - sighat_i^2) / (sighat_i^3 + eps) / B
+    with sighat = sg(max(sigma, 0)): Gaussian-NLL gradients with the expected target substituted in the mean's.
+    """
+    eps, sg = cfg.epsilon_b, jax.lax.stop_gradient
+    sigma_hat = sg(jnp.maximum(sigma, 0.0))
+    mean_grad = sg((y_q[None, :] - mu) / (sigma_hat**2 + eps))
+    std_grad = sg((jnp.square(sg(mu) - y_z_clipped) - sigma_hat**2) / (sigma_hat**3 + eps))
+    scale = sg(jnp.square(mean_std)) + eps
+    return scale * jnp.mean(-mean_grad * mu - std_grad * sigma, axis=-1)
+
+
+def huber(x, y, delta):
+    """0.5 (x - y)^2 if |x - y| <= delta else delta (|x - y| - delta / 2), elementwise."""
+    return optax.huber_loss(x, y, delta=delta)
+
+
+def critic_huber_terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg: Config):
+    """Per-critic loss of the official code since 2025-07-12 (commit c5105eb), [2]:
+
+        w_i = clip(b_i^2 / (sighat_i^2 + eps), 0.1, 10)
+        L_i = E[w_i (Huber(mu_i, y_q) + sigma_i (sighat_i^2 - Huber(sg mu_i, yhat_z,i)) / (sighat_i + eps))]
+    """
+    eps, sg = cfg.epsilon_b, jax.lax.stop_gradient
+    sigma_hat = sg(jnp.maximum(sigma, 0.0))
+    weight = sg(jnp.clip(jnp.square(mean_std)[:, None] / (sigma_hat**2 + eps), 0.1, 10.0))
+    std_term = sigma * sg((sigma_hat**2 - huber(sg(mu), y_z_clipped, cfg.huber_delta)) / (sigma_hat + eps))
+    return jnp.mean(weight * (huber(mu, y_q[None, :], cfg.huber_delta) + std_term), axis=-1)
+
+
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
+    """L_1 + L_2 on one minibatch; also returns the updated running stds b (aux "mean_std")."""
+    mu, sigma = value_distributions(state.critic, critic_params, batch.obs, batch.action)
+    mean_std = running_mean_std(state.mean_std, sigma, state.num_updates, cfg.tau_b)
+    y_q, y_z = distributional_targets(state, batch, key, cfg)
+    y_z_clipped = clipped_sample_target(y_z, mu, mean_std, cfg.clip_boundary)
+    terms = critic_huber_terms if cfg.critic_loss_form == "huber" else critic_paper_terms
+    loss = jnp.sum(terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg))
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(mu), "q_std": jnp.mean(sigma),
+                  "td_error_sq": jnp.mean(jnp.square(y_q[None, :] - mu)), "target_mean": jnp.mean(y_q),
+                  "mean_std": mean_std}
+
+
+def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
+    """E[alpha log pi(a|s) - min_i mu_i(s, a)], a ~ pi(.|s) reparameterised, on the online critics' means."""
+    mean, log_std = state.actor.apply(actor_params, batch.obs)
+    action, log_prob = sample_tanh_gaussian(key, mean, log_std)
+    mu, _ = value_distributions(state.critic, state.critic_params, batch.obs, action)
+    loss = jnp.mean(jnp.exp(jax.lax.stop_gradient(state.log_alpha)) * log_prob - jnp.min(mu, axis=0))
+    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob}
+
+
+def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
+    """-log alpha * sg(E log pi + target entropy), the official form."""
+    loss = log_temperature_loss(log_alpha, log_prob, state.target_entropy)
+    return loss, {"alpha_loss": loss}
+
+
+# ------------------------------------------------------------------------------------- init / act / update
+
+
+def optimizers(cfg: Config):
+    return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
+
+
+def init(key, spec: EnvSpec, cfg: Config) -> State:
+    if cfg.critic_loss_form not in CRITIC_LOSS_FORMS:
+        raise ConfigError(f"critic_loss_form={cfg.critic_loss_form!r} is not one of: {', '.join(CRITIC_LOSS_FORMS)}")
+    if cfg.policy_delay < 1:
+        raise ConfigError(f"policy_delay must be a positive integer, got {cfg.policy_delay}")
+    actor = GaussianPolicyHead(cfg.actor_hidden_sizes, spec.action_size, cfg.activation, -20.0, 0.5,
+                               squash_log_std=False)
+    critic = CriticEnsemble(cfg.critic_hidden_sizes, num_critics=2, output_size=2, activation=cfg.activation)
+    actor_key, critic_key = jax.random.split(key)
+    obs, action = jnp.zeros((1, spec.obs_size)), jnp.zeros((1, spec.action_size))
+    actor_params, critic_params = actor.init(actor_key, obs), critic.init(critic_key, obs, action)
+    log_alpha, target_entropy = init_temperature(cfg.init_alpha, cfg.target_entropy, spec.action_size)
+    actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+    return State(actor_params=actor_params, target_actor_params=actor_params, critic_params=critic_params,
+                 target_critic_params=critic_params, log_alpha=log_alpha, target_entropy=target_entropy,
+                 actor_opt_state=actor_opt.init(actor_params), critic_opt_state=critic_opt.init(critic_params),
+                 alpha_opt_state=alpha_opt.init(log_alpha), mean_std=jnp.zeros((2,), jnp.float32),
+                 num_updates=jnp.zeros((), jnp.int32), last_actor_loss=jnp.zeros((), jnp.float32),
+                 last_entropy=jnp.zeros((), jnp.float32), actor=actor, critic=critic)
+
+
+def act(state: State, obs, key, cfg: Config, deterministic: bool = False):
+    return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic)
+
+
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):
+    """An ``update`` optimising the given losses. ``critic_loss_fn`` returns the new b as aux "mean_std";
+    ``actor_loss_fn`` returns "actor_loss", "entropy" and "log_prob" (for the alpha loss) as aux."""
+
+    def update(state: State, batch: Batch, key, cfg: Config):
+        critic_key, actor_key = jax.random.split(key)
+        actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+        grads, info = jax.grad(critic_loss_fn, has_aux=True)(state.critic_params, state, batch, critic_key, cfg)
+        mean_std = info.pop("mean_std")
+        critic_params, critic_opt_state = apply_updates(state.critic_params, grads, state.critic_opt_state, critic_opt)
+
+        def delayed(state: State):
+            # ``state`` still holds the pre-step critics: the policy gradient is taken with them (official order).
+            actor_grads, actor_info = jax.grad(actor_loss_fn, has_aux=True)(state.actor_params, state, batch,
+                                                                            actor_key, cfg)
+            alpha_grads, _ = jax.grad(alpha_loss_fn, has_aux=True)(state.log_alpha, state, actor_info["log_prob"],
+                                                                   cfg)
+            actor_params, actor_opt_state = apply_updates(state.actor_params, actor_grads, state.actor_opt_state,
+                                                          actor_opt)
+            log_alpha, alpha_opt_state = apply_updates(state.log_alpha, alpha_grads, state.alpha_opt_state, alpha_opt)
+            return state.replace(
+                actor_params=actor_params, actor_opt_state=actor_opt_state, log_alpha=log_alpha,
+                alpha_opt_state=alpha_opt_state, last_actor_loss=actor_info["actor_loss"],
+                last_entropy=actor_info["entropy"],
+                target_actor_params=polyak_update(actor_params, state.target_actor_params, cfg.tau),
+                target_critic_params=polyak_update(critic_params, state.target_critic_params, cfg.tau))
+
+        state = jax.lax.cond(state.num_updates % cfg.policy_delay == 0, delayed, lambda s: s, state)
+        state = state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state, mean_std=mean_std,
+                              num_updates=state.num_updates + 1)
+        return state, {**info, "actor_loss": state.last_actor_loss, "entropy": state.last_entropy,
+                       "alpha": jnp.exp(state.log_alpha), "mean_std": jnp.mean(mean_std)}
+
+    return update
+
+
+update = make_update()
+
+AGENT = Agent(name="dsac_t", Config=Config, init=init, act=act, update=update,
+              loop_defaults=MappingProxyType(dict(num_envs=20, updates_per_step=1 / 20, learning_starts=10_000,
+                                                  warmup="policy")))
