@@ -6,7 +6,8 @@ import importlib
 from jaxrl import ConfigError
 from jaxrl.agent import Agent
 
-REGISTERED = {"sac": "agents.sac", "td3": "agents.td3", "tqc": "agents.tqc", "dsac_t": "agents.dsac_t"}
+REGISTERED = {"sac": "agents.sac", "td3": "agents.td3", "tqc": "agents.tqc", "dsac_t": "agents.dsac_t",
+              "simbav2": "agents.simbav2"}
 
 
 def list_agents() -> list[str]:

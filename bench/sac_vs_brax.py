@@ -41,7 +41,9 @@ def timed(fn, *args):
     return out, time.perf_counter() - t0
 
 
-def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2, agent_name: str = "sac") -> dict:
+def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2, agent_name: str = "sac",
+         agent_overrides: dict | None = None) -> dict:
+    """Our steady-state training env steps/s at 1 update per env step; networks 2x256 unless overridden."""
     chunk_steps = max(updates, 2 * num_envs)  # 1 update per env step: chunk env steps = updates
     cfg = LoopConfig(num_envs=num_envs, num_eval_envs=1, eval_every=chunk_steps, learning_starts=0,
                      buffer_size=max(100_000, 4 * chunk_steps))
@@ -50,7 +52,8 @@ def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2, agent_nam
     agent = get_agent(agent_name)
     fields = {f.name for f in dataclasses.fields(agent.Config)}
     widths = {k: HIDDEN for k in ("hidden_sizes", "actor_hidden_sizes", "critic_hidden_sizes") if k in fields}
-    agent_cfg = agent.Config(batch_size=BATCH, **widths)  # TQC's own default critics are 3x512: not SAC's
+    # TQC's and DSAC-T's own default networks differ from SAC's 2x256: the same widths make costs comparable.
+    agent_cfg = agent.Config(**{"batch_size": BATCH, **widths, **(agent_overrides or {})})
     trainer = make_train(agent, env, eval_env, cfg, agent_cfg)
     t0 = time.perf_counter()
     state = trainer.init(0, 1)

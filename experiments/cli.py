@@ -16,8 +16,10 @@ from typing import Annotated
 USAGE = """usage: jaxrl {train,envs,agents} ...
 
   jaxrl train [--agent sac] [--resume RUN_DIR] [flags]   train (jaxrl train --help lists every flag)
+  jaxrl train --config NAME_OR_TOML [flags]              train from a paper config (jaxrl configs lists them)
   jaxrl envs                                             list env names
   jaxrl agents                                           list agent names
+  jaxrl configs                                          list named configs (experiments/configs/*.toml)
 """
 
 
@@ -30,6 +32,7 @@ def _train(argv: list[str]) -> int:
     import tyro
 
     from agents import get_agent
+    from experiments import configs
     from experiments.train import NonFiniteError, RunConfig, config_from_dict, load_run_config, train
     from jaxrl import ConfigError
     from jaxrl.loop import LoopConfig, default_loop_config
@@ -37,16 +40,27 @@ def _train(argv: list[str]) -> int:
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--agent", default=None)
     pre.add_argument("--resume", default=None)
+    pre.add_argument("--config", default=None)
     known, rest = pre.parse_known_args(argv)
     try:
+        if known.resume and known.config:
+            raise ConfigError("--config cannot be combined with --resume (a resumed run keeps its own config)")
         saved = load_run_config(known.resume) if known.resume else None
-        agent_name = known.agent or (saved["agent"] if saved else "sac")
-        if saved and known.agent and known.agent != saved["agent"]:
+        if known.config:
+            saved = configs.load(known.config)
+        agent_name = known.agent or (saved and saved["agent"]) or "sac"
+        if known.resume and known.agent and known.agent != saved["agent"]:
             raise ConfigError(f"--agent {known.agent} does not match the resumed run's agent {saved['agent']!r}")
         agent = get_agent(agent_name)
-        if saved:
+        if known.resume:
             run = config_from_dict(RunConfig, {**saved["run"], "run_dir": known.resume})
             loop = config_from_dict(LoopConfig, saved["loop"])
+            agent_cfg = config_from_dict(agent.Config, saved["agent_config"])
+        elif known.config:
+            for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
+                configs.check_fields(cls, saved[section], f"config {known.config} [{section}]")
+            run = config_from_dict(RunConfig, saved["run"])
+            loop = dataclasses.replace(default_loop_config(agent), **saved["loop"])
             agent_cfg = config_from_dict(agent.Config, saved["agent_config"])
         else:
             run, loop, agent_cfg = RunConfig(), default_loop_config(agent), agent.Config()
@@ -98,7 +112,12 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n".join(list_agents()))
         return 0
-    return _error(f"unknown command {command!r}; valid: train, envs, agents")
+    if command == "configs":
+        from experiments import configs
+
+        print("\n".join(configs.list_configs()))
+        return 0
+    return _error(f"unknown command {command!r}; valid: train, envs, agents, configs")
 
 
 if __name__ == "__main__":

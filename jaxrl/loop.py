@@ -23,7 +23,8 @@ from jaxrl import ConfigError
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent
 from jaxrl.evaluate import evaluate
-from jaxrl.normalization import RunningStats, init_stats, normalize, update_stats
+from jaxrl.normalization import (Normalizers, init_normalizers, normalize, reward_scale, update_return_stats,
+                                 update_stats)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,6 +53,11 @@ class LoopConfig:
     """time limit in env steps; None keeps the task's own"""
     normalize_obs: bool = False
     """normalise observations by running statistics kept in the training state"""
+    scale_rewards: bool = False
+    """divide rewards at update time by max(std(G), max|G| / reward_scale_max_return), G the running discounted
+    return per env with the agent's gamma (SimbaV2)"""
+    reward_scale_max_return: float = 5.0
+    """scaled discounted returns stay within +- this (SimbaV2: its critic support's G_max)"""
 
 
 class Schedule(NamedTuple):
@@ -98,7 +104,7 @@ class TrainState:
     agent: Any
     buffer: buffer_lib.BufferState
     env: Any
-    obs_stats: RunningStats
+    normalizers: Normalizers  # observation and return statistics
     key: jax.Array  # [K, 2]
     env_steps: jax.Array  # int32 scalar shared by all seeds
     updates: jax.Array  # int32 scalar
@@ -148,18 +154,21 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         raise ConfigError(f"batch_size={batch_size} must be between 1 and the buffer's {rows * cfg.num_envs} "
                           "transitions (buffer_size)")
     num_envs, action_size = cfg.num_envs, spec.action_size
+    if cfg.scale_rewards and not hasattr(agent_cfg, "gamma"):
+        raise ConfigError(f"scale_rewards needs the agent's discount, but {type(agent_cfg).__name__} has no gamma")
+    gamma = getattr(agent_cfg, "gamma", None)
     # Sampling needs a row whose successor is written: never update before two batched steps are in.
     learning_starts = max(cfg.learning_starts, 2 * schedule.env_steps_per_iter)
 
     def norm(stats, obs):
-        return normalize(stats, obs) if cfg.normalize_obs else obs
+        return normalize(stats.obs, obs) if cfg.normalize_obs else obs
 
     def init_one(key):
         agent_key, env_key, key = jax.random.split(key, 3)
         return dict(agent=agent.init(agent_key, spec, agent_cfg),
                     buffer=buffer_lib.init(cfg.buffer_size, num_envs, spec.obs_size, action_size,
                                            env.decisions_per_episode, spec.can_terminate),
-                    env=env.reset(env_key), obs_stats=init_stats(spec.obs_size), key=key)
+                    env=env.reset(env_key), normalizers=init_normalizers(spec.obs_size, num_envs), key=key)
 
     @jax.jit
     def _init(keys):
@@ -182,7 +191,9 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         buffer = buffer_lib.add(buffer, env_state.obs, action, out.reward, out.terminated, out.truncated,
                                 out.final_obs, env_state.episode_step)
         if cfg.normalize_obs:
-            stats = update_stats(stats, out.obs)
+            stats = stats.replace(obs=update_stats(stats.obs, out.obs))
+        if cfg.scale_rewards:
+            stats = stats.replace(returns=update_return_stats(stats.returns, out.reward, out.done, gamma))
         done = out.done.astype(jnp.float32)
         return new_env_state, buffer, stats, jnp.sum(done * out.episode_return), jnp.sum(done)
 
@@ -191,6 +202,8 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
             sample_key, update_key = jax.random.split(key)
             batch = buffer_lib.sample(buffer, sample_key, batch_size)
             batch = batch.replace(obs=norm(stats, batch.obs), next_obs=norm(stats, batch.next_obs))
+            if cfg.scale_rewards:
+                batch = batch.replace(reward=batch.reward * reward_scale(stats.returns, cfg.reward_scale_max_return))
             return agent.update(agent_state, batch, update_key, agent_cfg)
 
         agent_state, metrics = jax.lax.scan(one, agent_state, jax.random.split(key, schedule.block_updates))
@@ -204,7 +217,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
     def _metric_shapes():
         def probe(key):
             one_seed = init_one(key)
-            return updates(one_seed["agent"], one_seed["buffer"], one_seed["obs_stats"], key)[1]
+            return updates(one_seed["agent"], one_seed["buffer"], one_seed["normalizers"], key)[1]
 
         return jax.eval_shape(probe, jax.random.PRNGKey(0))
 
@@ -230,7 +243,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
                     ep_sum + ret_sum, ep_count + count), None
 
         act_keys = jax.vmap(lambda k: jax.random.split(k, schedule.block_iters))(act_keys).swapaxes(0, 1)
-        inner = (state.agent, state.env, state.buffer, state.obs_stats, state.env_steps,
+        inner = (state.agent, state.env, state.buffer, state.normalizers, state.env_steps,
                  sums["episode_return_sum"], sums["episodes"])
         inner, _ = jax.lax.scan(iteration, inner, act_keys)
         agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
@@ -248,7 +261,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
             metric_sums={n: sums["metric_sums"][n] + jnp.where(learning, metrics[n], 0.0) for n in metric_names},
             metric_blocks=sums["metric_blocks"] + learning.astype(jnp.float32),
             episode_return_sum=ep_sum, episodes=ep_count, first_nonfinite=first_bad)
-        state = state.replace(agent=agent_state, env=env_state, buffer=buffer, obs_stats=stats, key=key,
+        state = state.replace(agent=agent_state, env=env_state, buffer=buffer, normalizers=stats, key=key,
                               env_steps=env_steps,
                               updates=state.updates + jnp.where(learning, schedule.block_updates, 0))
         return (state, sums), None
@@ -262,7 +275,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         (state, sums), _ = jax.lax.scan(block, (state, sums), None, length=schedule.chunk_blocks)
         keys = jax.vmap(jax.random.split)(state.key)
         state = state.replace(key=keys[:, 0])
-        eval_return = over_seeds(eval_one)(state.agent, state.obs_stats, keys[:, 1])
+        eval_return = over_seeds(eval_one)(state.agent, state.normalizers, keys[:, 1])
         blocks = jnp.maximum(sums["metric_blocks"], 1.0)
         metrics = {f"train/{n}": sums["metric_sums"][n] / blocks for n in metric_names}
         metrics["train/episode_return"] = jnp.where(

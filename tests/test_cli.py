@@ -10,12 +10,14 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-AGENTS = ["sac", "td3", "tqc", "dsac_t"]
+AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2"]
+NAN_LR = {"simbav2": "lr-init"}  # the learning-rate flag the NaN test poisons (SimbaV2 has one schedule)
 
 
 def tiny(agent="sac"):
     split_widths = [f"--{agent}.actor-hidden-sizes", "16", "16", f"--{agent}.critic-hidden-sizes", "16", "16"]
-    widths = {"tqc": split_widths, "dsac_t": split_widths}
+    simba_widths = ["--simbav2.actor-hidden-dim", "16", "--simbav2.critic-hidden-dim", "16"]
+    widths = {"tqc": split_widths, "dsac_t": split_widths, "simbav2": simba_widths}
     return ["--agent", agent, "--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2",
             "--eval-every", "200", "--learning-starts", "200", "--buffer-size", "4000",
             *widths.get(agent, [f"--{agent}.hidden-sizes", "16", "16"]), f"--{agent}.batch-size", "32"]
@@ -50,6 +52,9 @@ def assert_one_line_error(result, *fragments):
     (["--buffer-size", "100000000000"], ["GiB", "available", "buffer_size"]),
     (["--updates-per-step", "0.3"], ["updates_per_step=0.3", "whole number"]),
     (["--resume", "/nonexistent/run"], ["/nonexistent/run", "config.json"]),
+    (["--warmup", "sometimes"], ["warmup='sometimes'", "uniform, policy"]),
+    (["--config", "nope_protocol"], ["'nope_protocol'", "simbav2_dmc"]),
+    (["--config", "simbav2_dmc", "--resume", "/tmp/x"], ["--config", "--resume"]),
 ])
 def test_bad_input_fails_with_one_line(args, fragments):
     assert_one_line_error(jaxrl("train", *TINY, *args), *fragments)
@@ -74,7 +79,8 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
     run_dir = str(tmp_path / "nan")
     # --updates-per-step 1: several updates in the first learning block, so the NaN shows at env step 300.
     result = jaxrl("train", *tiny(agent), "--steps", "1000", "--learning-starts", "300", "--checkpoint-every",
-                   "200", "--updates-per-step", "1", f"--{agent}.critic-lr", "nan", "--run-dir", run_dir)
+                   "200", "--updates-per-step", "1", f"--{agent}.{NAN_LR.get(agent, 'critic-lr')}", "nan",
+                   "--run-dir", run_dir)
     assert result.returncode == 3
     assert_one_line_error(result, "non-finite", "_loss at env step 300", "env step 200")
     assert sorted(os.listdir(os.path.join(run_dir, "checkpoints"))) == ["200"]
@@ -127,6 +133,25 @@ def test_listing_commands():
     assert agents.returncode == 0 and set(AGENTS) <= set(agents.stdout.split())
     names = jaxrl("envs").stdout.split()
     assert {"dmc/CartpoleSwingup", "brax/halfcheetah", "toy/Pendulum"} <= set(names)
+
+
+def test_named_config_sets_the_protocol_and_flags_override_it(tmp_path):
+    assert "simbav2_dmc" in jaxrl("configs").stdout.split()
+    run_dir = str(tmp_path / "cfg")
+    result = jaxrl("train", "--config", "simbav2_dmc", "--env", "toy/Pendulum", "--steps", "400",
+                   "--learning-starts", "200", "--eval-every", "200", "--num-eval-envs", "2", "--buffer-size", "2000",
+                   "--simbav2.actor-hidden-dim", "16", "--simbav2.critic-hidden-dim", "16",
+                   "--simbav2.batch-size", "32", "--run-dir", run_dir)
+    assert result.returncode == 0, result.stderr
+    config = json.load(open(os.path.join(run_dir, "config.json")))
+    assert config["agent"] == "simbav2"
+    assert config["loop"]["action_repeat"] == 2 and config["loop"]["updates_per_step"] == 2.0  # from the file
+    assert config["loop"]["scale_rewards"] and config["agent_config"]["lr_decay_updates"] == 1_000_000
+    assert config["loop"]["steps"] == 400 and config["agent_config"]["critic_hidden_dim"] == 16  # flags win
+
+    bad = tmp_path / "bad.toml"
+    bad.write_text('agent = "sac"\n[loop]\nnum_env = 4\n')
+    assert_one_line_error(jaxrl("train", "--config", str(bad)), "num_env", "LoopConfig", "num_envs")
 
 
 def test_plugged_in_loss_trains_from_the_cli(tmp_path):

@@ -88,3 +88,20 @@ def test_tqc_swings_up_the_pendulum():
     _, history = train("toy/Pendulum", loop, cfg, agent=tqc.AGENT)
     assert history[0]["eval/return"].max() < -700
     assert np.all(history[-1]["eval/return"] > -300), [h["eval/return"] for h in history]
+
+
+def test_quantile_huber_hand_written_gradient_matches_autodiff():
+    def reference(quantiles, targets, kappa):  # the loss as plain jnp, differentiated by JAX
+        tau = (2.0 * jnp.arange(quantiles.shape[-1]) + 1.0) / (2.0 * quantiles.shape[-1])
+        delta = targets[None, :, None, :] - quantiles[..., None]
+        huber = jnp.where(jnp.abs(delta) <= kappa, 0.5 * delta**2, kappa * (jnp.abs(delta) - 0.5 * kappa))
+        return jnp.mean(jnp.abs(tau[:, None] - (delta < 0)) * huber / kappa)
+
+    quantiles = 2.0 * jax.random.normal(jax.random.PRNGKey(0), (3, 4, 5))
+    targets = 2.0 * jax.random.normal(jax.random.PRNGKey(1), (4, 7))
+    for kappa in (1.0, 0.5):
+        expected = jax.grad(reference, argnums=(0, 1))(quantiles, targets, kappa)
+        got = jax.grad(quantile_huber_loss, argnums=(0, 1))(quantiles, targets, kappa)
+        for e, g in zip(expected, got):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(quantile_huber_loss(quantiles, targets), reference(quantiles, targets, 1.0), rtol=1e-6)
