@@ -125,7 +125,7 @@ def loop_overhead(agent, env, eval_env, agent_cfg, train_state, trainer, chunk_s
     mm_s = min(timed(mm, a)[1] for _ in range(10))
     return {"loop_overhead": chunk_s / (env_s + upd_s + eval_s) - 1.0, "env_only_s": env_s, "updates_only_s": upd_s,
             "eval_s": eval_s,
-            "chunk_s": chunk_s, "update_gflop": flops / 1e9,
+            "chunk_s": chunk_s, "update_ms": upd_s / n_updates * 1e3, "update_gflop": flops / 1e9,
             "update_gflops_per_s": flops * n_updates / upd_s / 1e9,
             "dense_matmul_gflops_per_s": 2 * 1024**3 / mm_s / 1e9}
 

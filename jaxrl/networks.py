@@ -119,3 +119,9 @@ def tanh_gaussian_act(actor: nn.Module, params, obs, key, deterministic: bool):
     if deterministic:
         return jnp.tanh(mean)
     return sample_tanh_gaussian(key, mean, log_std)[0]
+
+
+def simnorm(x: jax.Array, group_size: int = 8) -> jax.Array:
+    """Simplicial normalisation (TD-MPC2): softmax within consecutive groups of ``group_size`` features."""
+    groups = x.reshape(x.shape[:-1] + (x.shape[-1] // group_size, group_size))
+    return jax.nn.softmax(groups, axis=-1).reshape(x.shape)
