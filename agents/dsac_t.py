@@ -235,8 +235,8 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
                  last_entropy=jnp.zeros((), jnp.float32), actor=actor, critic=critic)
 
 
-def act(state: State, obs, key, cfg: Config, deterministic: bool = False):
-    return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic)
+def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
+    return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic), carry
 
 
 def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):

@@ -173,9 +173,9 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
                  actor=actor, critic=critic)
 
 
-def act(state: State, obs, key, cfg: Config, deterministic: bool = False):
+def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
     """A tanh-Gaussian sample (sampling temperature 1) or, deterministic, tanh(mean) (temperature 0)."""
-    return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic)
+    return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic), carry
 
 
 def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):

@@ -123,11 +123,11 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
                  last_actor_loss=jnp.zeros((), jnp.float32), actor=actor, critic=critic)
 
 
-def act(state: State, obs, key, cfg: Config, deterministic: bool = False):
+def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
     action = state.actor.apply(state.actor_params, obs)
     if deterministic:
-        return action
-    return jnp.clip(action + cfg.exploration_noise * jax.random.normal(key, action.shape), -1.0, 1.0)
+        return action, carry
+    return jnp.clip(action + cfg.exploration_noise * jax.random.normal(key, action.shape), -1.0, 1.0), carry
 
 
 def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss):

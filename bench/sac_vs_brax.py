@@ -99,13 +99,14 @@ def loop_overhead(agent, env, eval_env, agent_cfg, train_state, trainer, chunk_s
     def updates_only(agent_state, buffer, key):
         def body(agent_state, key):
             k1, k2 = jax.random.split(key)
-            return agent.update(agent_state, buffer_lib.sample(buffer, k1, BATCH), k2, agent_cfg)
+            return agent.update(agent_state, agent.sample_batch(buffer, k1, agent_cfg), k2, agent_cfg)
 
         return jax.lax.scan(body, agent_state, jax.random.split(key, n_updates))
 
     @jax.jit
     def eval_only(agent_state, key):
-        return evaluate(eval_env, lambda obs: agent.act(agent_state, obs, None, agent_cfg, True), key, 1)
+        policy = lambda obs, carry, key: agent.act(agent_state, obs, key, agent_cfg, True, carry)  # noqa: E731
+        return evaluate(eval_env, policy, key, 1, agent.init_carry(1, eval_env.spec, agent_cfg))
 
     key = jax.random.PRNGKey(1)
     timed(eval_only, one.agent, key)
@@ -116,7 +117,7 @@ def loop_overhead(agent, env, eval_env, agent_cfg, train_state, trainer, chunk_s
     _, upd_s = timed(updates_only, one.agent, one.buffer, key)
 
     # Achieved GFLOP/s of the update against a dense matmul measured now.
-    batch = buffer_lib.sample(one.buffer, key, BATCH)
+    batch = agent.sample_batch(one.buffer, key, agent_cfg)
     flops = jax.jit(agent.update, static_argnums=3).lower(one.agent, batch, key, agent_cfg).compile().cost_analysis()
     flops = (flops[0] if isinstance(flops, list) else flops).get("flops", float("nan"))
     a = jax.random.normal(key, (1024, 1024))

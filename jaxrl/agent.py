@@ -2,11 +2,20 @@
 
     Config                                   frozen dataclass of hyperparameters (defaults = official code)
     init(key, spec, cfg) -> state            pytree: params, target params, optimizer states, ...
-    act(state, obs, key, cfg, deterministic) -> actions in [-1, 1], batched over envs
+    act(state, obs, key, cfg, deterministic, carry) -> (actions, carry)
+                                             actions in [-1, 1], batched over envs; ``carry`` is per-env acting
+                                             state kept between steps (TD-MPC2's planner warm start), () for
+                                             memoryless agents, which return it unchanged
     update(state, batch, key, cfg) -> (state, metrics)     metrics: dict of scalars
+
+and, with defaults that fit model-free agents:
+
+    init_carry(num_envs, spec, cfg) -> carry  the acting state of fresh episodes; the loop resets each env's
+                                             carry to it when that env starts an episode (default: ())
+    sample_batch(buffer, key, cfg) -> batch  what ``update`` trains on (default: cfg.batch_size uniform
+                                             transitions; TD-MPC2: sub-trajectories inside one episode)
     loop_defaults                            LoopConfig fields this agent's official code sets differently
                                              (e.g. DSAC-T's 1 update per 20 env steps); flags still override
-
 
 Numeric hyperparameters (learning rates, tau, gamma, ...) are pytree leaves of ``Config`` so that a sweep can
 pass them as traced arrays; fields that fix shapes or code paths are static (``flax.struct.field``).
@@ -16,6 +25,18 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, NamedTuple
 
+from jaxrl import buffer as buffer_lib
+
+
+def no_carry(num_envs: int, spec, cfg) -> tuple:
+    """Memoryless agents carry nothing between steps."""
+    return ()
+
+
+def sample_transitions(buffer, key, cfg):
+    """``cfg.batch_size`` transitions drawn uniformly from the replay buffer."""
+    return buffer_lib.sample(buffer, key, cfg.batch_size)
+
 
 class Agent(NamedTuple):
     name: str
@@ -24,3 +45,5 @@ class Agent(NamedTuple):
     act: Callable[..., Any]
     update: Callable[..., Any]
     loop_defaults: Mapping[str, Any] = MappingProxyType({})
+    init_carry: Callable[..., Any] = no_carry
+    sample_batch: Callable[..., Any] = sample_transitions

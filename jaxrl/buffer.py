@@ -153,13 +153,13 @@ def sample(state: BufferState, key: jax.Array, batch_size: int) -> Batch:
 
 
 def sample_windows(state: BufferState, key: jax.Array, batch_size: int, length: int,
-                   candidates: int = 16) -> tuple[WindowBatch, jax.Array]:
+                   candidates: int = 16) -> WindowBatch:
     """Contiguous windows of ``length`` transitions inside one episode, uniformly over such windows.
 
     A window may end with the episode's last transition (its final obs comes from the side ring) but never
     contains an episode end before that, and never reaches the newest row. Each batch element draws
-    ``candidates`` starts and keeps the first valid one (rejection sampling keeps it uniform); the returned
-    mask is False for the rare element whose candidates were all invalid (weight its loss by the mask).
+    ``candidates`` starts and keeps the first valid one (rejection sampling keeps it uniform); ``valid`` is
+    False for the rare element whose candidates were all invalid (weight its loss by it).
     """
     rows, num_envs = state.reward.shape
     key_row, key_env = jax.random.split(key)
@@ -181,5 +181,5 @@ def sample_windows(state: BufferState, key: jax.Array, batch_size: int, length: 
     window = WindowBatch(obs=jnp.concatenate([obs, last_next[:, None]], axis=1),
                          action=state.action[rows_idx, env_idx], reward=state.reward[rows_idx, env_idx],
                          terminated=state.terminated[rows_idx, env_idx],
-                         truncated=state.truncated[rows_idx, env_idx])
-    return window, ok
+                         truncated=state.truncated[rows_idx, env_idx], valid=ok)
+    return window

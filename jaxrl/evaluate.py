@@ -1,25 +1,29 @@
 """Deterministic evaluation on a separate batch of envs, inside the compiled program."""
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 
 
-def evaluate(env, policy: Callable, key: jax.Array, num_envs: int) -> jax.Array:
-    """Mean undiscounted return of one full episode per env; ``policy(obs) -> action`` is deterministic.
+def evaluate(env, policy: Callable, key: jax.Array, num_envs: int, carry: Any = ()) -> jax.Array:
+    """Mean undiscounted return of one full episode per env.
 
-    Runs exactly one time limit of decisions; an env that terminates earlier stops accumulating.
+    ``policy(obs, carry, key) -> (action, carry)`` acts without exploration noise (a planner may still draw
+    random numbers, so it gets a fresh key every step); ``carry`` is the agent's per-env acting state at an
+    episode start. Runs exactly one time limit of decisions; an env that terminates earlier stops accumulating.
     """
 
-    def step(carry, _):
-        env_state, total, running = carry
-        env_state, out = env.step(env_state, policy(env_state.obs))
+    def step(state, key):
+        env_state, carry, total, running = state
+        action, carry = policy(env_state.obs, carry, key)
+        env_state, out = env.step(env_state, action)
         total = total + jnp.where(running, out.reward, 0.0)
-        return (env_state, total, running & ~out.done), None
+        return (env_state, carry, total, running & ~out.done), None
 
     env_state = env.reset(key, num_envs)
-    carry = (env_state, jnp.zeros((num_envs,)), jnp.ones((num_envs,), jnp.bool_))
-    (_, total, _), _ = jax.lax.scan(step, carry, None, length=env.decisions_per_episode)
+    state = (env_state, carry, jnp.zeros((num_envs,)), jnp.ones((num_envs,), jnp.bool_))
+    act_keys = jax.random.split(jax.random.fold_in(key, 1), env.decisions_per_episode)
+    (_, _, total, _), _ = jax.lax.scan(step, state, act_keys)
     return jnp.mean(total)

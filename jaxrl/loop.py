@@ -53,6 +53,8 @@ class LoopConfig:
     """time limit in env steps; None keeps the task's own"""
     normalize_obs: bool = False
     """normalise observations by running statistics kept in the training state"""
+    pretrain_updates: int = 0
+    """extra updates done in one go when learning starts (TD-MPC2: as many as its seed steps)"""
     scale_rewards: bool = False
     """divide rewards at update time by max(std(G), max|G| / reward_scale_max_return), G the running discounted
     return per env with the agent's gamma (SimbaV2)"""
@@ -78,6 +80,8 @@ def make_schedule(cfg: LoopConfig) -> Schedule:
             raise ConfigError(f"{field} must be a positive integer, got {value!r}")
     if cfg.learning_starts < 0:
         raise ConfigError(f"learning_starts must be >= 0 env steps, got {cfg.learning_starts}")
+    if not isinstance(cfg.pretrain_updates, int) or cfg.pretrain_updates < 0:
+        raise ConfigError(f"pretrain_updates must be an integer >= 0, got {cfg.pretrain_updates!r}")
     if cfg.warmup not in ("uniform", "policy"):
         raise ConfigError(f"warmup={cfg.warmup!r} is not one of: uniform, policy")
     if not cfg.updates_per_step > 0:
@@ -105,6 +109,7 @@ class TrainState:
     buffer: buffer_lib.BufferState
     env: Any
     normalizers: Normalizers  # observation and return statistics
+    carry: Any  # the agent's per-env acting state (planner warm starts); () for memoryless agents
     key: jax.Array  # [K, 2]
     env_steps: jax.Array  # int32 scalar shared by all seeds
     updates: jax.Array  # int32 scalar
@@ -168,7 +173,8 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         return dict(agent=agent.init(agent_key, spec, agent_cfg),
                     buffer=buffer_lib.init(cfg.buffer_size, num_envs, spec.obs_size, action_size,
                                            env.decisions_per_episode, spec.can_terminate),
-                    env=env.reset(env_key), normalizers=init_normalizers(spec.obs_size, num_envs), key=key)
+                    env=env.reset(env_key), normalizers=init_normalizers(spec.obs_size, num_envs),
+                    carry=agent.init_carry(num_envs, spec, agent_cfg), key=key)
 
     @jax.jit
     def _init(keys):
@@ -180,11 +186,17 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
 
     # --------------------------------------------------------------------------- per-seed pieces (vmapped)
 
-    def policy_actions(agent_state, stats, obs, key):
-        return agent.act(agent_state, norm(stats, obs), key, agent_cfg, False)
+    fresh_carry = agent.init_carry(num_envs, spec, agent_cfg)
 
-    def random_actions(agent_state, stats, obs, key):
-        return jax.random.uniform(key, (num_envs, action_size), minval=-1.0, maxval=1.0)
+    def policy_actions(agent_state, stats, env_state, carry, key):
+        # An env that starts an episode starts from a fresh carry (e.g. a zero planner warm start).
+        first = env_state.episode_step == 0
+        carry = jax.tree.map(lambda fresh, c: jnp.where(first.reshape((-1,) + (1,) * (c.ndim - 1)), fresh, c),
+                             fresh_carry, carry)
+        return agent.act(agent_state, norm(stats, env_state.obs), key, agent_cfg, False, carry)
+
+    def random_actions(agent_state, stats, env_state, carry, key):
+        return jax.random.uniform(key, (num_envs, action_size), minval=-1.0, maxval=1.0), carry
 
     def env_step(env_state, buffer, stats, action):
         new_env_state, out = env.step(env_state, action)
@@ -197,21 +209,28 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         done = out.done.astype(jnp.float32)
         return new_env_state, buffer, stats, jnp.sum(done * out.episode_return), jnp.sum(done)
 
-    def updates(agent_state, buffer, stats, key):
+    def prepare(batch, stats):
+        """Normalise the batch's observations and scale its rewards with the current statistics."""
+        fields = {}
+        if cfg.normalize_obs:
+            fields.update({name: norm(stats, getattr(batch, name)) for name in ("obs", "next_obs")
+                           if hasattr(batch, name)})
+        if cfg.scale_rewards:
+            fields["reward"] = batch.reward * reward_scale(stats.returns, cfg.reward_scale_max_return)
+        return batch.replace(**fields)
+
+    def updates(agent_state, buffer, stats, key, count=schedule.block_updates):
         def one(agent_state, key):
             sample_key, update_key = jax.random.split(key)
-            batch = buffer_lib.sample(buffer, sample_key, batch_size)
-            batch = batch.replace(obs=norm(stats, batch.obs), next_obs=norm(stats, batch.next_obs))
-            if cfg.scale_rewards:
-                batch = batch.replace(reward=batch.reward * reward_scale(stats.returns, cfg.reward_scale_max_return))
+            batch = prepare(agent.sample_batch(buffer, sample_key, agent_cfg), stats)
             return agent.update(agent_state, batch, update_key, agent_cfg)
 
-        agent_state, metrics = jax.lax.scan(one, agent_state, jax.random.split(key, schedule.block_updates))
+        agent_state, metrics = jax.lax.scan(one, agent_state, jax.random.split(key, count))
         return agent_state, jax.tree.map(jnp.mean, metrics)
 
     def eval_one(agent_state, stats, key):
-        policy = lambda obs: agent.act(agent_state, norm(stats, obs), None, agent_cfg, True)  # noqa: E731
-        return evaluate(eval_env, policy, key, cfg.num_eval_envs)
+        policy = lambda obs, carry, key: agent.act(agent_state, norm(stats, obs), key, agent_cfg, True, carry)  # noqa
+        return evaluate(eval_env, policy, key, cfg.num_eval_envs, agent.init_carry(cfg.num_eval_envs, spec, agent_cfg))
 
     # Metric names and shapes, for the "no update yet" branch and the NaN guard.
     def _metric_shapes():
@@ -232,24 +251,35 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         key, act_keys, update_keys = keys[:, 0], keys[:, 1], keys[:, 2]
 
         def iteration(inner, act_key):
-            agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
+            agent_state, env_state, buffer, stats, carry, env_steps, ep_sum, ep_count = inner
             if cfg.warmup == "policy":
-                action = over_seeds(policy_actions)(agent_state, stats, env_state.obs, act_key)
+                action, carry = over_seeds(policy_actions)(agent_state, stats, env_state, carry, act_key)
             else:
-                action = jax.lax.cond(env_steps < learning_starts, over_seeds(random_actions),
-                                      over_seeds(policy_actions), agent_state, stats, env_state.obs, act_key)
+                action, carry = jax.lax.cond(env_steps < learning_starts, over_seeds(random_actions),
+                                             over_seeds(policy_actions), agent_state, stats, env_state, carry,
+                                             act_key)
             env_state, buffer, stats, ret_sum, count = over_seeds(env_step)(env_state, buffer, stats, action)
-            return (agent_state, env_state, buffer, stats, env_steps + schedule.env_steps_per_iter,
+            return (agent_state, env_state, buffer, stats, carry, env_steps + schedule.env_steps_per_iter,
                     ep_sum + ret_sum, ep_count + count), None
 
         act_keys = jax.vmap(lambda k: jax.random.split(k, schedule.block_iters))(act_keys).swapaxes(0, 1)
-        inner = (state.agent, state.env, state.buffer, state.normalizers, state.env_steps,
+        inner = (state.agent, state.env, state.buffer, state.normalizers, state.carry, state.env_steps,
                  sums["episode_return_sum"], sums["episodes"])
         inner, _ = jax.lax.scan(iteration, inner, act_keys)
-        agent_state, env_state, buffer, stats, env_steps, ep_sum, ep_count = inner
+        agent_state, env_state, buffer, stats, carry, env_steps, ep_sum, ep_count = inner
 
         learning = env_steps >= learning_starts
         num_seeds = state.key.shape[0]
+        updates_done = state.updates
+        if cfg.pretrain_updates:
+            # One-shot pretraining on the seed data (TD-MPC2), in the first block that learns.
+            pretrain_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(update_keys)
+            pretrain = lambda a, b, s, k: over_seeds(  # noqa: E731
+                lambda a, b, s, k: updates(a, b, s, k, cfg.pretrain_updates)[0])(a, b, s, k)
+            starting = learning & (state.updates == 0)
+            agent_state = jax.lax.cond(starting, pretrain, lambda a, b, s, k: a, agent_state, buffer, stats,
+                                       pretrain_keys)
+            updates_done = updates_done + jnp.where(starting, cfg.pretrain_updates, 0)
         no_update = lambda a, b, s, k: (a, jax.tree.map(  # noqa: E731
             lambda m: jnp.zeros((num_seeds,) + m.shape, m.dtype), metric_shapes))
         agent_state, metrics = jax.lax.cond(learning, over_seeds(updates), no_update,
@@ -261,9 +291,9 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
             metric_sums={n: sums["metric_sums"][n] + jnp.where(learning, metrics[n], 0.0) for n in metric_names},
             metric_blocks=sums["metric_blocks"] + learning.astype(jnp.float32),
             episode_return_sum=ep_sum, episodes=ep_count, first_nonfinite=first_bad)
-        state = state.replace(agent=agent_state, env=env_state, buffer=buffer, normalizers=stats, key=key,
-                              env_steps=env_steps,
-                              updates=state.updates + jnp.where(learning, schedule.block_updates, 0))
+        state = state.replace(agent=agent_state, env=env_state, buffer=buffer, normalizers=stats, carry=carry,
+                              key=key, env_steps=env_steps,
+                              updates=updates_done + jnp.where(learning, schedule.block_updates, 0))
         return (state, sums), None
 
     def run_chunk(state: TrainState):

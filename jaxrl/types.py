@@ -36,10 +36,14 @@ class Batch:
 
 @flax.struct.dataclass
 class WindowBatch:
-    """Contiguous sub-trajectories of length L: obs has L+1 entries, the others L. Leading axes [B, L]."""
+    """Contiguous sub-trajectories of length L: obs has L+1 entries, the others L. Leading axes [B, L].
+
+    ``valid`` [B] is False for the rare element for which no window inside one episode was found (weight its
+    loss by it)."""
 
     obs: jax.Array
     action: jax.Array
     reward: jax.Array
     terminated: jax.Array
     truncated: jax.Array
+    valid: jax.Array

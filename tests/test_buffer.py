@@ -81,7 +81,8 @@ def test_final_obs_ring_survives_wraparound_for_time_limited_tasks():
 
 def test_windows_never_cross_an_episode_end_or_the_write_head():
     state = fill(capacity=2 * 30, steps=45, episode_length=6)  # rows hold t = 15..44
-    windows, ok = B.sample_windows(state, jax.random.PRNGKey(3), 2048, length=4)
+    windows = B.sample_windows(state, jax.random.PRNGKey(3), 2048, length=4)
+    ok = windows.valid
     assert bool(ok.all())
     t = np.asarray(windows.reward).astype(int)  # [B, 4]
     np.testing.assert_array_equal(np.diff(t, axis=1), 1)  # contiguous
@@ -99,5 +100,5 @@ def test_windows_never_cross_an_episode_end_or_the_write_head():
 
 def test_window_mask_when_no_window_fits():
     state = fill(capacity=40, steps=12, episode_length=3)
-    _, ok = B.sample_windows(state, jax.random.PRNGKey(4), 64, length=5)
+    ok = B.sample_windows(state, jax.random.PRNGKey(4), 64, length=5).valid
     assert not bool(ok.any())

@@ -32,7 +32,7 @@ def test_bandit_probe_learns_q_equals_reward_and_the_best_action():
     loop = LoopConfig(steps=3000, num_envs=8, num_eval_envs=2, eval_every=1000, learning_starts=500, buffer_size=3000)
     state, history = train("toy/Bandit", loop, sac.Config(hidden_sizes=(32, 32), batch_size=64, init_alpha=0.01))
     agent = jax.tree.map(lambda x: x[0], state.agent)
-    best = sac.act(agent, jnp.ones((1, 1)), None, sac.Config(), deterministic=True)
+    best, _ = sac.act(agent, jnp.ones((1, 1)), None, sac.Config(), deterministic=True)
     assert abs(float(best[0, 0]) - 0.5) < 0.1
     actions = jnp.array([[-0.5], [0.0], [0.5], [0.9]])
     q = q_values(state, jnp.ones((4, 1)), actions)

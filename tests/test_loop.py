@@ -101,3 +101,34 @@ def test_seeds_are_independent(three_chunks):
 def test_batch_larger_than_buffer_is_rejected():
     with pytest.raises(ConfigError, match="batch_size=32 must be between 1 and the buffer's 24"):
         trainer_for(dataclasses.replace(CFG, buffer_size=24))
+
+
+def counting_agent():
+    """SAC whose per-env carry counts the decisions taken in the current episode (reset by the loop)."""
+
+    def act(state, obs, key, cfg, deterministic=False, carry=()):
+        action, _ = sac.act(state, obs, key, cfg, deterministic)
+        return action, carry + 1
+
+    return sac.AGENT._replace(act=act, init_carry=lambda n, spec, cfg: jnp.zeros((n,), jnp.int32))
+
+
+def test_carry_is_reset_at_each_episode_start_and_survives_in_between():
+    cfg = dataclasses.replace(CFG, steps=200, eval_every=52, learning_starts=0)  # 13 decisions: mid-episode
+    env = envs.make("toy/ConstantTruncated", cfg.num_envs)  # truncated every 10 decisions
+    trainer = make_train(counting_agent(), env, envs.make("toy/ConstantTruncated", 2), cfg, AGENT_CFG)
+    state, metrics = trainer.run_chunk(trainer.init(0))
+    # 13 decisions: 10 in the first episode, then the carry restarted and counted 3 more (= episode_step).
+    np.testing.assert_array_equal(state.carry[0], [3, 3, 3, 3])
+    np.testing.assert_array_equal(state.env.episode_step[0], [3, 3, 3, 3])
+    assert np.isfinite(metrics["eval/return"]).all()  # evaluation threads the carry too
+
+
+def test_pretrain_updates_run_once_when_learning_starts():
+    cfg = dataclasses.replace(CFG, pretrain_updates=7)
+    trainer = trainer_for(cfg)
+    state, _ = trainer.run_chunk(trainer.init(0))  # 200 env steps = 50 blocks of 4 envs x 1 update each
+    # learning starts at 200 env steps: the last block pretrains 7 updates and then does its own 4.
+    assert int(state.updates) == 7 + 4
+    state, _ = trainer.run_chunk(state)
+    assert int(state.updates) == 7 + 4 + 200

@@ -82,8 +82,8 @@ def test_actor_and_targets_move_every_second_update():
 def test_exploration_noise_and_deterministic_action():
     state = make_state()
     obs = jnp.ones((5000, 1))
-    noisy = td3.act(state, obs, jax.random.PRNGKey(0), CFG, deterministic=False)
-    np.testing.assert_allclose(td3.act(state, obs, None, CFG, deterministic=True), np.tanh(0.3), rtol=1e-6)
+    noisy, _ = td3.act(state, obs, jax.random.PRNGKey(0), CFG, deterministic=False)
+    np.testing.assert_allclose(td3.act(state, obs, None, CFG, deterministic=True)[0], np.tanh(0.3), rtol=1e-6)
     np.testing.assert_allclose(np.std(np.asarray(noisy)), 0.1, rtol=0.05)
 
 
