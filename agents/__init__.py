@@ -7,7 +7,7 @@ from jaxrl import ConfigError
 from jaxrl.agent import Agent
 
 REGISTERED = {"sac": "agents.sac", "td3": "agents.td3", "tqc": "agents.tqc", "dsac_t": "agents.dsac_t",
-              "simbav2": "agents.simbav2"}
+              "simbav2": "agents.simbav2", "tdmpc2": "agents.tdmpc2"}
 
 
 def list_agents() -> list[str]:

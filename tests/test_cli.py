@@ -10,14 +10,17 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2"]
-NAN_LR = {"simbav2": "lr-init"}  # the learning-rate flag the NaN test poisons (SimbaV2 has one schedule)
+AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2"]
+NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN test poisons
 
 
 def tiny(agent="sac"):
     split_widths = [f"--{agent}.actor-hidden-sizes", "16", "16", f"--{agent}.critic-hidden-sizes", "16", "16"]
     simba_widths = ["--simbav2.actor-hidden-dim", "16", "--simbav2.critic-hidden-dim", "16"]
-    widths = {"tqc": split_widths, "dsac_t": split_widths, "simbav2": simba_widths}
+    tdmpc_sizes = ["--tdmpc2.latent-dim", "16", "--tdmpc2.hidden-dim", "16", "--tdmpc2.encoder-dim", "16",
+                   "--tdmpc2.num-samples", "32", "--tdmpc2.num-elites", "4", "--tdmpc2.num-pi-trajs", "4",
+                   "--tdmpc2.iterations", "1", "--pretrain-updates", "10"]
+    widths = {"tqc": split_widths, "dsac_t": split_widths, "simbav2": simba_widths, "tdmpc2": tdmpc_sizes}
     return ["--agent", agent, "--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2",
             "--eval-every", "200", "--learning-starts", "200", "--buffer-size", "4000",
             *widths.get(agent, [f"--{agent}.hidden-sizes", "16", "16"]), f"--{agent}.batch-size", "32"]
