@@ -94,9 +94,14 @@ def saved_state(run_dir, step):
     return ocp.StandardCheckpointer().restore(os.path.join(run_dir, "checkpoints", str(step), "default"))
 
 
+# (total env steps, checkpoint every): the planner makes TD-MPC2's tiny run ~10x slower per step.
+KILL_RUN = {"tdmpc2": (3000, 1000)}
+
+
 @pytest.mark.parametrize("agent", AGENTS)
 def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
-    args = [*tiny(agent), "--steps", "12000", "--checkpoint-every", "2000", "--seeds", "2"]
+    steps, every = KILL_RUN.get(agent, (12000, 2000))
+    args = [*tiny(agent), "--steps", str(steps), "--checkpoint-every", str(every), "--seeds", "2"]
     full, killed = str(tmp_path / "full"), str(tmp_path / "killed")
     assert jaxrl("train", *args, "--run-dir", full).returncode == 0
 
@@ -104,7 +109,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt_dir = os.path.join(killed, "checkpoints")
     deadline = time.time() + 300
-    while time.time() < deadline and not (os.path.isdir(ckpt_dir) and "2000" in os.listdir(ckpt_dir)):
+    while time.time() < deadline and not (os.path.isdir(ckpt_dir) and str(every) in os.listdir(ckpt_dir)):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
@@ -113,13 +118,13 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
     resumed = jaxrl("train", "--resume", killed)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.load(open(os.path.join(killed, "summary.json")))
-    assert summary["resumed_from"] >= 2000 and summary["env_steps"] == 12000
-    a, b = saved_state(full, 12000), saved_state(killed, 12000)
-    assert a.keys() == b.keys() and any("actor_params" in k for k in a)
+    assert summary["resumed_from"] >= every and summary["env_steps"] == steps
+    a, b = saved_state(full, steps), saved_state(killed, steps)
+    assert a.keys() == b.keys() and any(k.startswith(".agent.") and "params" in k for k in a)
     for key in a:  # parameters, optimizer states, buffer, env states, RNG: bitwise on CPU
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
     rows = [json.loads(line) for line in open(os.path.join(killed, "metrics.jsonl"))]
-    assert [r["env_steps"] for r in rows] == list(range(200, 12001, 200))  # no chunk lost or repeated
+    assert [r["env_steps"] for r in rows] == list(range(200, steps + 1, 200))  # no chunk lost or repeated
 
 
 def test_cli_contract(repo_root):
