@@ -214,11 +214,15 @@ def optimizers(cfg: Config):
     return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
 
 
-def init(key, spec: EnvSpec, cfg: Config) -> State:
+def check_config(cfg: Config) -> None:
+    """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
     if cfg.critic_loss_form not in CRITIC_LOSS_FORMS:
         raise ConfigError(f"critic_loss_form={cfg.critic_loss_form!r} is not one of: {', '.join(CRITIC_LOSS_FORMS)}")
     if cfg.policy_delay < 1:
         raise ConfigError(f"policy_delay must be a positive integer, got {cfg.policy_delay}")
+
+
+def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = GaussianPolicyHead(cfg.actor_hidden_sizes, spec.action_size, cfg.activation, -20.0, 0.5,
                                squash_log_std=False)
     critic = CriticEnsemble(cfg.critic_hidden_sizes, num_critics=2, output_size=2, activation=cfg.activation)
@@ -277,6 +281,6 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
-AGENT = Agent(name="dsac_t", Config=Config, init=init, act=act, update=update,
+AGENT = Agent(name="dsac_t", Config=Config, init=init, act=act, update=update, check_config=check_config,
               loop_defaults=MappingProxyType(dict(num_envs=20, updates_per_step=1 / 20, learning_starts=10_000,
                                                   warmup="policy")))

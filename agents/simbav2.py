@@ -151,11 +151,15 @@ def optimizer(cfg: Config):
     return optax.adam(schedule)
 
 
-def init(key, spec: EnvSpec, cfg: Config) -> State:
+def check_config(cfg: Config) -> None:
+    """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
     if cfg.num_critics not in (1, 2):
         raise ConfigError(f"num_critics={cfg.num_critics} must be 1 (DMC) or 2 (clipped double-Q)")
     if cfg.num_bins < 2 or cfg.lr_decay_updates < 1:
         raise ConfigError(f"num_bins={cfg.num_bins} must be >= 2 and lr_decay_updates={cfg.lr_decay_updates} >= 1")
+
+
+def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = HyperTanhGaussianActor(cfg.actor_hidden_dim, cfg.actor_num_blocks, spec.action_size, cfg.c_shift,
                                    cfg.expansion)
     critic = HyperCriticEnsemble(cfg.critic_hidden_dim, cfg.critic_num_blocks, cfg.num_critics, cfg.num_bins,
@@ -203,5 +207,5 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
-AGENT = Agent(name="simbav2", Config=Config, init=init, act=act, update=update,
+AGENT = Agent(name="simbav2", Config=Config, init=init, act=act, update=update, check_config=check_config,
               loop_defaults=MappingProxyType(dict(normalize_obs=True, scale_rewards=True)))

@@ -343,7 +343,8 @@ def optimizers(cfg: Config):
     return model_opt, policy_opt
 
 
-def init(key, spec: EnvSpec, cfg: Config) -> State:
+def check_config(cfg: Config) -> None:
+    """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
     if cfg.latent_dim % cfg.simnorm_dim:
         raise ConfigError(f"latent_dim={cfg.latent_dim} must be a multiple of simnorm_dim={cfg.simnorm_dim}")
     if not 0 < cfg.num_pi_trajs < cfg.num_samples or not 0 < cfg.num_elites <= cfg.num_samples:
@@ -351,6 +352,9 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
                           f"0 < num_elites={cfg.num_elites} <= num_samples")
     if cfg.num_q < 2:
         raise ConfigError(f"num_q={cfg.num_q} must be >= 2 (targets take the min of 2 random heads)")
+
+
+def init(key, spec: EnvSpec, cfg: Config) -> State:
     model = WorldModel(cfg, spec.obs_size, spec.action_size)
     policy = PolicyPrior(cfg.hidden_dim, spec.action_size)
     model_key, policy_key = jax.random.split(key)
@@ -386,7 +390,7 @@ def make_update(world_model_loss_fn=world_model_loss, policy_loss_fn=policy_loss
 
 update = make_update()
 
-AGENT = Agent(name="tdmpc2", Config=Config, init=init, act=act, update=update, init_carry=init_carry,
-              sample_batch=sample_batch,
+AGENT = Agent(name="tdmpc2", Config=Config, init=init, act=act, update=update, check_config=check_config,
+              init_carry=init_carry, sample_batch=sample_batch,
               loop_defaults=MappingProxyType(dict(learning_starts=5_000, pretrain_updates=5_000,
                                                   updates_per_step=1.0)))

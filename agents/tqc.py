@@ -41,8 +41,9 @@ class Config:
     """N: critics in the ensemble"""
     num_quantiles: int = static(25)
     """M: quantile atoms per critic"""
-    drop_per_critic: int = static(2)
-    """d: top atoms dropped per critic from the pooled, sorted target (K = N M - d N kept)"""
+    drop_per_critic: int = 2
+    """d: top atoms dropped per critic from the pooled, sorted target (K = N M - d N kept); a traced value, so a
+    sweep can vmap over it (the dropped atoms are masked, not sliced off)"""
     batch_size: int = static(256)
     """transitions per gradient update"""
     actor_lr: float = 3e-4
@@ -79,23 +80,26 @@ class State:
 
 
 def truncated_target_atoms(state: State, batch: Batch, key, cfg: Config):
-    """[B, K] targets y_k = r + gamma (1 - terminated)(z_(k) - alpha log pi(a'|s')), the K smallest pooled atoms."""
+    """Targets y_k = r + gamma (1 - terminated)(z_(k) - alpha log pi(a'|s')) for all N M pooled atoms sorted
+    ascending, [B, N M], and the [N M] mask that keeps the K = N M - d N smallest."""
     next_mean, next_log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, next_mean, next_log_std)
     atoms = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)  # [N, B, M]
     pooled = jnp.sort(jnp.moveaxis(atoms, 0, 1).reshape(atoms.shape[1], -1), axis=-1)  # [B, N M] ascending
-    kept = pooled[:, : cfg.num_quantiles * cfg.num_critics - cfg.drop_per_critic * cfg.num_critics]
-    next_value = kept - jnp.exp(state.log_alpha) * next_log_prob[:, None]
+    total = cfg.num_quantiles * cfg.num_critics
+    keep = (jnp.arange(total) < total - cfg.drop_per_critic * cfg.num_critics).astype(pooled.dtype)
+    next_value = pooled - jnp.exp(state.log_alpha) * next_log_prob[:, None]
     target = td_target(batch.reward[:, None], batch.terminated[:, None], next_value, cfg.gamma)
-    return jax.lax.stop_gradient(target)
+    return jax.lax.stop_gradient(target), keep
 
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
     """Quantile Huber loss (kappa = 1) of every critic's atoms against the truncated target set."""
-    target = truncated_target_atoms(state, batch, key, cfg)
+    target, keep = truncated_target_atoms(state, batch, key, cfg)
     quantiles = state.critic.apply(critic_params, batch.obs, batch.action)  # [N, B, M]
-    loss = quantile_huber_loss(quantiles, target)
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(quantiles), "target_mean": jnp.mean(target)}
+    loss = quantile_huber_loss(quantiles, target, target_mask=keep)
+    target_mean = jnp.sum(target * keep) / (target.shape[0] * jnp.sum(keep))
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(quantiles), "target_mean": target_mean}
 
 
 def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
@@ -119,9 +123,13 @@ def optimizers(cfg: Config):
     return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
 
 
-def init(key, spec: EnvSpec, cfg: Config) -> State:
+def check_config(cfg: Config) -> None:
+    """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
     if not 0 <= cfg.drop_per_critic < cfg.num_quantiles:
         raise ConfigError(f"drop_per_critic={cfg.drop_per_critic} must be in [0, num_quantiles={cfg.num_quantiles})")
+
+
+def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = GaussianPolicyHead(cfg.actor_hidden_sizes, spec.action_size, "relu", -20.0, 2.0, squash_log_std=False)
     critic = CriticEnsemble(cfg.critic_hidden_sizes, num_critics=cfg.num_critics, output_size=cfg.num_quantiles)
     actor_key, critic_key = jax.random.split(key)
@@ -163,4 +171,4 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
-AGENT = Agent(name="tqc", Config=Config, init=init, act=act, update=update)
+AGENT = Agent(name="tqc", Config=Config, init=init, act=act, update=update, check_config=check_config)

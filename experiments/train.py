@@ -40,6 +40,10 @@ class RunConfig:
     """MuJoCo implementation of dmc/ envs: jax (MJX) or warp"""
     compilation_cache: str | None = "~/.cache/jaxrl/xla"
     """persistent XLA compilation cache directory; None turns it off"""
+    shard_members: bool = True
+    """split the members (seeds x swept configs) over all devices with jax.sharding when there are several"""
+    distributed: bool = False
+    """call jax.distributed.initialize() first (multi-host: one process per host, e.g. under SLURM)"""
 
 
 def config_to_dict(cfg) -> dict[str, Any]:
@@ -67,6 +71,8 @@ def setup_jax(run: RunConfig) -> None:
                                    " --xla_gpu_exclude_nondeterministic_ops=true").strip()
     import jax
 
+    if run.distributed and not jax.distributed.is_initialized():
+        jax.distributed.initialize()
     if run.compilation_cache:
         jax.config.update("jax_compilation_cache_dir", os.path.expanduser(run.compilation_cache))
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
@@ -84,11 +90,22 @@ class NonFiniteError(RuntimeError):
     pass
 
 
-def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = False, quiet: bool = False):
-    """Train and write the run directory; returns the summary dict. Raises ConfigError on bad input."""
+def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = False, quiet: bool = False,
+          members: list[tuple[int, Any]] | None = None):
+    """Train and write the run directory; returns (summary dict, final state). Raises ConfigError on bad input.
+
+    ``members``: (seed, agent config) per member of one vmapped program (a sweep group); every config must share
+    ``agent_cfg``'s static fields. Default: ``run.seeds`` members with seeds ``run.seed + k`` and ``agent_cfg``.
+    """
     import envs
     from jaxrl import buffer as buffer_lib
 
+    if members is None:
+        members = [(run.seed + k, agent_cfg) for k in range(run.seeds)]
+        custom_members = False
+    else:
+        run = dataclasses.replace(run, seeds=len(members))
+        custom_members = True
     validate(run, loop)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
     env = envs.make(run.env, loop.num_envs, action_repeat=loop.action_repeat, episode_length=loop.episode_length,
@@ -105,6 +122,7 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     import numpy as np
 
     from jaxrl import checkpoint
+    from jaxrl import sharding as sharding_lib
     from jaxrl.logging import RunLogger, write_json
     from jaxrl.loop import make_train
 
@@ -113,6 +131,9 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     resume_step = checkpoint.latest_step(ckpt_dir) if resume else None
 
     trainer = make_train(agent, env, eval_env, loop, agent_cfg)
+    seeds, configs = [seed for seed, _ in members], [cfg for _, cfg in members]
+    mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
+    init = lambda: trainer.init_members(seeds, configs, mesh)  # noqa: E731
     chunk_steps = trainer.schedule.chunk_env_steps
     total_chunks = max(1, math.ceil(loop.steps / chunk_steps))
     ckpt_every_chunks = max(1, math.ceil(run.checkpoint_every / chunk_steps)) if run.checkpoint_every else None
@@ -121,24 +142,31 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     write_json(os.path.join(run_dir, "config.json"), {
         "agent": agent.name, "run": config_to_dict(run), "loop": config_to_dict(loop),
         "agent_config": config_to_dict(agent_cfg),
+        **({"members": [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in members]}
+           if custom_members else {}),
         "resolved": {"chunk_env_steps": chunk_steps, "chunks": total_chunks,
-                     "env_steps": total_chunks * chunk_steps, **trainer.schedule._asdict()}})
+                     "env_steps": total_chunks * chunk_steps, "devices": 1 if mesh is None else mesh.devices.size,
+                     **trainer.schedule._asdict()}})
 
     t_start = time.perf_counter()
     compile_s = 0.0
     t0 = time.perf_counter()
     if resume:
-        abstract = jax.eval_shape(lambda: trainer.init(run.seed, run.seeds))
+        abstract = jax.eval_shape(init)
+        if mesh is not None:
+            shardings = sharding_lib.state_shardings(abstract, mesh)
+            abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract,
+                                    shardings)
         state, resume_step = checkpoint.restore(ckpt_dir, abstract, resume_step)
     else:
-        state = trainer.init(run.seed, run.seeds)
+        state = init()
     jax.block_until_ready(state)
     compile_s += time.perf_counter() - t0
     t0 = time.perf_counter()
     run_chunk = trainer.run_chunk.lower(state).compile()
     compile_s += time.perf_counter() - t0
 
-    logger = RunLogger(run_dir, resume_from_step=resume_step)
+    logger = RunLogger(run_dir, resume_from_step=resume_step, member_label="member" if custom_members else "seed")
     mngr = checkpoint.manager(ckpt_dir, run.keep_checkpoints)
     start_chunk = int(state.env_steps) // chunk_steps
     progress = _Progress(total_chunks * chunk_steps, start_chunk * chunk_steps, quiet)
@@ -150,7 +178,7 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
         for chunk in range(start_chunk, total_chunks):
             t0 = time.perf_counter()
             state, metrics = run_chunk(state)
-            metrics = jax.device_get(metrics)
+            metrics = sharding_lib.to_host(metrics)
             run_s += time.perf_counter() - t0
             steps_run += chunk_steps
             env_steps = int(metrics["env_steps"])
@@ -176,9 +204,12 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
         "seed": run.seed, "updates": int(state.updates),
         "final_eval_return": float(np.mean(last_eval)),
         "final_eval_return_per_seed": [float(x) for x in last_eval],
-        "env_steps_per_s": steps_run / max(run_s, 1e-9), "compile_s": compile_s,
+        "env_steps_per_s": steps_run / max(run_s, 1e-9), "compile_s": compile_s, "run_s": run_s,
         "wall_s": time.perf_counter() - t_start, "resumed_from": resume_step,
     }
+    if custom_members:
+        summary["members"] = [{"seed": seed, "agent_config": config_to_dict(cfg), "final_eval_return": float(ret)}
+                              for (seed, cfg), ret in zip(members, last_eval)]
     write_json(os.path.join(run_dir, "summary.json"), summary)
     return summary, state
 

@@ -16,9 +16,14 @@ and, with defaults that fit model-free agents:
                                              transitions; TD-MPC2: sub-trajectories inside one episode)
     loop_defaults                            LoopConfig fields this agent's official code sets differently
                                              (e.g. DSAC-T's 1 update per 20 env steps); flags still override
+    check_config(cfg) -> None                raises ConfigError (one line) for impossible values; the loop calls
+                                             it on the host with every member's concrete config before compiling,
+                                             because inside the program numeric fields are traced
 
-Numeric hyperparameters (learning rates, tau, gamma, ...) are pytree leaves of ``Config`` so that a sweep can
-pass them as traced arrays; fields that fix shapes or code paths are static (``flax.struct.field``).
+Numeric hyperparameters (learning rates, tau, gamma, ...) are pytree leaves of ``Config``: the training state
+holds each member's values as arrays (``TrainState.hparams``), so a sweep vmaps over them like over seeds, and
+``init`` / ``act`` / ``update`` must treat them as traced values (no Python ``if`` on them). Fields that fix
+shapes or code paths are static (``flax.struct.field(pytree_node=False)``); changing one compiles a new program.
 """
 from __future__ import annotations
 
@@ -38,6 +43,10 @@ def sample_transitions(buffer, key, cfg):
     return buffer_lib.sample(buffer, key, cfg.batch_size)
 
 
+def no_checks(cfg) -> None:
+    """Every value the Config's types allow is valid."""
+
+
 class Agent(NamedTuple):
     name: str
     Config: type
@@ -47,3 +56,4 @@ class Agent(NamedTuple):
     loop_defaults: Mapping[str, Any] = MappingProxyType({})
     init_carry: Callable[..., Any] = no_carry
     sample_batch: Callable[..., Any] = sample_transitions
+    check_config: Callable[[Any], None] = no_checks

@@ -39,7 +39,9 @@ def latest_step(directory: str) -> int:
 def restore(directory: str, abstract_state, step: int | None = None):
     """Restore into the structure of ``abstract_state`` (e.g. ``jax.eval_shape`` of the init)."""
     step = latest_step(directory) if step is None else step
-    target = {k: jax.ShapeDtypeStruct(x.shape, x.dtype) for k, x in _flatten(abstract_state).items()}
+    # A sharded abstract state (jaxrl.sharding) restores each leaf straight onto its devices.
+    target = {k: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
+              for k, x in _flatten(abstract_state).items()}
     try:
         restored = manager(directory).restore(step, args=ocp.args.StandardRestore(target))
         paths, treedef = jax.tree_util.tree_flatten_with_path(abstract_state)

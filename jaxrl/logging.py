@@ -16,8 +16,9 @@ def _scalar(value) -> float:
 class RunLogger:
     """Writes one row per chunk. Per-seed arrays are logged as their mean plus one column per seed."""
 
-    def __init__(self, run_dir: str, resume_from_step: int | None = None):
+    def __init__(self, run_dir: str, resume_from_step: int | None = None, member_label: str = "seed"):
         self.run_dir = run_dir
+        self.member_label = member_label  # per-member columns are name/<label>K ("member" in sweep groups)
         os.makedirs(run_dir, exist_ok=True)
         self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
         self.csv_path = os.path.join(run_dir, "metrics.csv")
@@ -41,7 +42,7 @@ class RunLogger:
             values = np.atleast_1d(np.asarray(value, np.float64))
             row[name] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
             if values.size > 1:
-                row.update({f"{name}/seed{k}": float(v) for k, v in enumerate(values)})
+                row.update({f"{name}/{self.member_label}{k}": float(v) for k, v in enumerate(values)})
         for extra in ("env_steps_per_s", "wall_s"):
             if extra in metrics:
                 row[extra] = float(metrics[extra])
@@ -50,7 +51,7 @@ class RunLogger:
             f.write(json.dumps(row) + "\n")
         self._rewrite_csv()
         for name, value in row.items():
-            if "/seed" not in name and name != "env_steps" and np.isfinite(value):
+            if f"/{self.member_label}" not in name and name != "env_steps" and np.isfinite(value):
                 self.tb.add_scalar(name, value, row["env_steps"])
         self.tb.flush()
         return row
@@ -74,7 +75,7 @@ class RunLogger:
         fig, ax = plt.subplots(figsize=(6, 4))
         if rows:
             steps = np.array([r["env_steps"] for r in rows])
-            seed_cols = sorted(k for k in rows[-1] if k.startswith("eval/return/seed"))
+            seed_cols = sorted(k for k in rows[-1] if k.startswith(f"eval/return/{self.member_label}"))
             for col in seed_cols:
                 ax.plot(steps, [r.get(col, np.nan) for r in rows], color="tab:blue", alpha=0.25, lw=1)
             ax.plot(steps, [r["eval/return"] for r in rows], color="tab:blue", lw=2, label="eval return (mean)")

@@ -21,6 +21,7 @@ import jax.numpy as jnp
 
 from jaxrl import ConfigError
 from jaxrl import buffer as buffer_lib
+from jaxrl import sharding as sharding_lib
 from jaxrl.agent import Agent
 from jaxrl.evaluate import evaluate
 from jaxrl.normalization import (Normalizers, init_normalizers, normalize, reward_scale, update_return_stats,
@@ -110,13 +111,15 @@ class TrainState:
     env: Any
     normalizers: Normalizers  # observation and return statistics
     carry: Any  # the agent's per-env acting state (planner warm starts); () for memoryless agents
+    hparams: Any  # the agent Config of each member: its numeric fields as [K] arrays (a sweep varies them)
     key: jax.Array  # [K, 2]
     env_steps: jax.Array  # int32 scalar shared by all seeds
     updates: jax.Array  # int32 scalar
 
 
 class Trainer(NamedTuple):
-    init: Any  # (seed: int, num_seeds: int) -> TrainState
+    init: Any  # (seed: int, num_seeds: int) -> TrainState; every member uses the agent config given to make_train
+    init_members: Any  # (seeds: list[int], configs: list[Config]) -> TrainState; member k: seeds[k], configs[k]
     run_chunk: Any  # jitted, donates its argument: TrainState -> (TrainState, metrics)
     schedule: Schedule
     metric_names: tuple[str, ...]
@@ -138,9 +141,24 @@ def over_seeds(fn):
     return call
 
 
-def seed_keys(seed: int, num_seeds: int) -> jax.Array:
-    """Seed k of a K-seed run uses exactly the key of a single run with seed ``seed + k``."""
-    return jnp.stack([jax.random.PRNGKey(seed + k) for k in range(num_seeds)])
+def program_fields(cfg) -> dict[str, Any]:
+    """The fields of an agent Config that fix the compiled program: static fields, and which fields are None."""
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+            if not f.metadata.get("pytree_node", True) or getattr(cfg, f.name) is None}
+
+
+def stack_configs(configs, template):
+    """Member configs -> one Config whose numeric leaves are [K] arrays. Every member must share the template's
+    static fields (widths, batch size, ...) and None fields: those fix the compiled program."""
+    expected = program_fields(template)
+    for k, member in enumerate(configs):
+        got = program_fields(member)
+        if got != expected:
+            diff = sorted(n for n in set(got) | set(expected) if got.get(n, "<number>") != expected.get(n, "<number>"))
+            raise ConfigError(f"member {k} differs from its program in field(s) that fix shapes or code: "
+                              + ", ".join(f"{n}={got.get(n, '<number>')!r} vs {expected.get(n, '<number>')!r}"
+                                          for n in diff) + "; such members need a separate program")
+    return jax.tree.map(lambda *values: jnp.asarray(values), *configs)
 
 
 def default_loop_config(agent: Agent, **overrides) -> LoopConfig:
@@ -149,7 +167,11 @@ def default_loop_config(agent: Agent, **overrides) -> LoopConfig:
 
 
 def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Trainer:
-    """Build the jitted program for ``agent`` on ``env`` (a VecEnv with ``cfg.num_envs`` envs)."""
+    """Build the jitted program for ``agent`` on ``env`` (a VecEnv with ``cfg.num_envs`` envs).
+
+    ``agent_cfg`` fixes the program (its static fields) and is every member's config in ``init``; numeric fields
+    may differ per member through ``init_members`` (sweeps). Inside the program they are traced arrays."""
+    agent.check_config(agent_cfg)
     schedule = make_schedule(cfg)
     spec = env.spec
     batch_size = agent_cfg.batch_size
@@ -161,51 +183,65 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
     num_envs, action_size = cfg.num_envs, spec.action_size
     if cfg.scale_rewards and not hasattr(agent_cfg, "gamma"):
         raise ConfigError(f"scale_rewards needs the agent's discount, but {type(agent_cfg).__name__} has no gamma")
-    gamma = getattr(agent_cfg, "gamma", None)
     # Sampling needs a row whose successor is written: never update before two batched steps are in.
     learning_starts = max(cfg.learning_starts, 2 * schedule.env_steps_per_iter)
 
     def norm(stats, obs):
         return normalize(stats.obs, obs) if cfg.normalize_obs else obs
 
-    def init_one(key):
+    def init_one(key, hparams):
         agent_key, env_key, key = jax.random.split(key, 3)
-        return dict(agent=agent.init(agent_key, spec, agent_cfg),
+        return dict(agent=agent.init(agent_key, spec, hparams), hparams=hparams,
                     buffer=buffer_lib.init(cfg.buffer_size, num_envs, spec.obs_size, action_size,
                                            env.decisions_per_episode, spec.can_terminate),
                     env=env.reset(env_key), normalizers=init_normalizers(spec.obs_size, num_envs),
                     carry=agent.init_carry(num_envs, spec, agent_cfg), key=key)
 
-    @jax.jit
-    def _init(keys):
-        per_seed = jax.vmap(init_one)(keys)
+    def _init(keys, hparams):
+        per_seed = jax.vmap(init_one)(keys, hparams)
         return TrainState(**per_seed, env_steps=jnp.zeros((), jnp.int32), updates=jnp.zeros((), jnp.int32))
 
-    def init(seed: int, num_seeds: int = 1) -> TrainState:
-        return _init(seed_keys(seed, num_seeds))
+    def init_members(seeds, configs, mesh=None) -> TrainState:
+        """Member k trains with key PRNGKey(seeds[k]) and the numeric fields of configs[k]. With a ``mesh``
+        (``jaxrl.sharding.member_mesh``), the state is created already split over its devices."""
+        if len(seeds) != len(configs) or not seeds:
+            raise ConfigError(f"need one config per seed, got {len(seeds)} seed(s) and {len(configs)} config(s)")
+        for member in configs:
+            agent.check_config(member)
+        keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
+        hparams = stack_configs(configs, agent_cfg)
+        if mesh is None:
+            return jax.jit(_init)(keys, hparams)
+        sharding_lib.check_divisible(len(seeds), mesh)
+        shardings = sharding_lib.state_shardings(jax.eval_shape(_init, keys, hparams), mesh)
+        return jax.jit(_init, out_shardings=shardings)(keys, hparams)
+
+    def init(seed: int, num_seeds: int = 1, mesh=None) -> TrainState:
+        """Seed k of a K-seed run uses exactly the key of a single run with seed ``seed + k``."""
+        return init_members([seed + k for k in range(num_seeds)], [agent_cfg] * num_seeds, mesh)
 
     # --------------------------------------------------------------------------- per-seed pieces (vmapped)
 
     fresh_carry = agent.init_carry(num_envs, spec, agent_cfg)
 
-    def policy_actions(agent_state, stats, env_state, carry, key):
+    def policy_actions(agent_state, hparams, stats, env_state, carry, key):
         # An env that starts an episode starts from a fresh carry (e.g. a zero planner warm start).
         first = env_state.episode_step == 0
         carry = jax.tree.map(lambda fresh, c: jnp.where(first.reshape((-1,) + (1,) * (c.ndim - 1)), fresh, c),
                              fresh_carry, carry)
-        return agent.act(agent_state, norm(stats, env_state.obs), key, agent_cfg, False, carry)
+        return agent.act(agent_state, norm(stats, env_state.obs), key, hparams, False, carry)
 
-    def random_actions(agent_state, stats, env_state, carry, key):
+    def random_actions(agent_state, hparams, stats, env_state, carry, key):
         return jax.random.uniform(key, (num_envs, action_size), minval=-1.0, maxval=1.0), carry
 
-    def env_step(env_state, buffer, stats, action):
+    def env_step(env_state, buffer, stats, action, hparams):
         new_env_state, out = env.step(env_state, action)
         buffer = buffer_lib.add(buffer, env_state.obs, action, out.reward, out.terminated, out.truncated,
                                 out.final_obs, env_state.episode_step)
         if cfg.normalize_obs:
             stats = stats.replace(obs=update_stats(stats.obs, out.obs))
         if cfg.scale_rewards:
-            stats = stats.replace(returns=update_return_stats(stats.returns, out.reward, out.done, gamma))
+            stats = stats.replace(returns=update_return_stats(stats.returns, out.reward, out.done, hparams.gamma))
         done = out.done.astype(jnp.float32)
         return new_env_state, buffer, stats, jnp.sum(done * out.episode_return), jnp.sum(done)
 
@@ -219,24 +255,24 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
             fields["reward"] = batch.reward * reward_scale(stats.returns, cfg.reward_scale_max_return)
         return batch.replace(**fields)
 
-    def updates(agent_state, buffer, stats, key, count=schedule.block_updates):
+    def updates(agent_state, hparams, buffer, stats, key, count=schedule.block_updates):
         def one(agent_state, key):
             sample_key, update_key = jax.random.split(key)
-            batch = prepare(agent.sample_batch(buffer, sample_key, agent_cfg), stats)
-            return agent.update(agent_state, batch, update_key, agent_cfg)
+            batch = prepare(agent.sample_batch(buffer, sample_key, hparams), stats)
+            return agent.update(agent_state, batch, update_key, hparams)
 
         agent_state, metrics = jax.lax.scan(one, agent_state, jax.random.split(key, count))
         return agent_state, jax.tree.map(jnp.mean, metrics)
 
-    def eval_one(agent_state, stats, key):
-        policy = lambda obs, carry, key: agent.act(agent_state, norm(stats, obs), key, agent_cfg, True, carry)  # noqa
+    def eval_one(agent_state, hparams, stats, key):
+        policy = lambda obs, carry, key: agent.act(agent_state, norm(stats, obs), key, hparams, True, carry)  # noqa
         return evaluate(eval_env, policy, key, cfg.num_eval_envs, agent.init_carry(cfg.num_eval_envs, spec, agent_cfg))
 
     # Metric names and shapes, for the "no update yet" branch and the NaN guard.
     def _metric_shapes():
         def probe(key):
-            one_seed = init_one(key)
-            return updates(one_seed["agent"], one_seed["buffer"], one_seed["normalizers"], key)[1]
+            one_seed = init_one(key, agent_cfg)
+            return updates(one_seed["agent"], agent_cfg, one_seed["buffer"], one_seed["normalizers"], key)[1]
 
         return jax.eval_shape(probe, jax.random.PRNGKey(0))
 
@@ -253,16 +289,18 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         def iteration(inner, act_key):
             agent_state, env_state, buffer, stats, carry, env_steps, ep_sum, ep_count = inner
             if cfg.warmup == "policy":
-                action, carry = over_seeds(policy_actions)(agent_state, stats, env_state, carry, act_key)
+                action, carry = over_seeds(policy_actions)(agent_state, hparams, stats, env_state, carry, act_key)
             else:
                 action, carry = jax.lax.cond(env_steps < learning_starts, over_seeds(random_actions),
-                                             over_seeds(policy_actions), agent_state, stats, env_state, carry,
-                                             act_key)
-            env_state, buffer, stats, ret_sum, count = over_seeds(env_step)(env_state, buffer, stats, action)
+                                             over_seeds(policy_actions), agent_state, hparams, stats, env_state,
+                                             carry, act_key)
+            env_state, buffer, stats, ret_sum, count = over_seeds(env_step)(env_state, buffer, stats, action,
+                                                                            hparams)
             return (agent_state, env_state, buffer, stats, carry, env_steps + schedule.env_steps_per_iter,
                     ep_sum + ret_sum, ep_count + count), None
 
         act_keys = jax.vmap(lambda k: jax.random.split(k, schedule.block_iters))(act_keys).swapaxes(0, 1)
+        hparams = state.hparams
         inner = (state.agent, state.env, state.buffer, state.normalizers, state.carry, state.env_steps,
                  sums["episode_return_sum"], sums["episodes"])
         inner, _ = jax.lax.scan(iteration, inner, act_keys)
@@ -274,16 +312,16 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         if cfg.pretrain_updates:
             # One-shot pretraining on the seed data (TD-MPC2), in the first block that learns.
             pretrain_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(update_keys)
-            pretrain = lambda a, b, s, k: over_seeds(  # noqa: E731
-                lambda a, b, s, k: updates(a, b, s, k, cfg.pretrain_updates)[0])(a, b, s, k)
+            pretrain = lambda a, h, b, s, k: over_seeds(  # noqa: E731
+                lambda a, h, b, s, k: updates(a, h, b, s, k, cfg.pretrain_updates)[0])(a, h, b, s, k)
             starting = learning & (state.updates == 0)
-            agent_state = jax.lax.cond(starting, pretrain, lambda a, b, s, k: a, agent_state, buffer, stats,
-                                       pretrain_keys)
+            agent_state = jax.lax.cond(starting, pretrain, lambda a, h, b, s, k: a, agent_state, hparams, buffer,
+                                       stats, pretrain_keys)
             updates_done = updates_done + jnp.where(starting, cfg.pretrain_updates, 0)
-        no_update = lambda a, b, s, k: (a, jax.tree.map(  # noqa: E731
+        no_update = lambda a, h, b, s, k: (a, jax.tree.map(  # noqa: E731
             lambda m: jnp.zeros((num_seeds,) + m.shape, m.dtype), metric_shapes))
         agent_state, metrics = jax.lax.cond(learning, over_seeds(updates), no_update,
-                                            agent_state, buffer, stats, update_keys)
+                                            agent_state, hparams, buffer, stats, update_keys)
         # NaN guard: remember, per metric and seed, the first env step at which it was not finite.
         first_bad = {name: jnp.where((sums["first_nonfinite"][name] < 0) & ~jnp.isfinite(metrics[name]),
                                      env_steps, sums["first_nonfinite"][name]) for name in metric_names}
@@ -305,7 +343,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         (state, sums), _ = jax.lax.scan(block, (state, sums), None, length=schedule.chunk_blocks)
         keys = jax.vmap(jax.random.split)(state.key)
         state = state.replace(key=keys[:, 0])
-        eval_return = over_seeds(eval_one)(state.agent, state.normalizers, keys[:, 1])
+        eval_return = over_seeds(eval_one)(state.agent, state.hparams, state.normalizers, keys[:, 1])
         blocks = jnp.maximum(sums["metric_blocks"], 1.0)
         metrics = {f"train/{n}": sums["metric_sums"][n] / blocks for n in metric_names}
         metrics["train/episode_return"] = jnp.where(
@@ -316,5 +354,5 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         metrics["updates"] = state.updates
         return state, metrics
 
-    return Trainer(init=init, run_chunk=jax.jit(run_chunk, donate_argnums=0), schedule=schedule,
+    return Trainer(init=init, init_members=init_members, run_chunk=jax.jit(run_chunk, donate_argnums=0), schedule=schedule,
                    metric_names=metric_names)

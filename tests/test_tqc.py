@@ -53,15 +53,27 @@ CFG = tqc.Config(num_critics=2, num_quantiles=3, drop_per_critic=1, gamma=0.9)
 
 def test_truncation_keeps_the_smallest_pooled_atoms():
     state = make_state()
-    target = tqc.truncated_target_atoms(state, BATCH, KEY, CFG)
+    target, keep = tqc.truncated_target_atoms(state, BATCH, KEY, CFG)
     _, log_prob = sampled(KEY, 2)
-    kept = np.array([0.0, 1.0, 2.0, 5.0])  # pooled sorted 0 1 2 5 10 20, top d N = 2 dropped
-    expected = np.stack([1.0 + 0.9 * (kept - 0.5 * log_prob[0]), np.full(4, -1.0)])  # row 1 terminated
+    pooled = np.array([0.0, 1.0, 2.0, 5.0, 10.0, 20.0])  # sorted; the top d N = 2 are dropped
+    expected = np.stack([1.0 + 0.9 * (pooled - 0.5 * log_prob[0]), np.full(6, -1.0)])  # row 1 terminated
     np.testing.assert_allclose(target, expected, rtol=1e-5)
-    assert target.shape == (2, 4)
-    none_dropped = tqc.truncated_target_atoms(state, BATCH, KEY, CFG.replace(drop_per_critic=0))
-    np.testing.assert_allclose(none_dropped[0], 1.0 + 0.9 * (np.array([0, 1, 2, 5, 10, 20]) - 0.5 * log_prob[0]),
-                               rtol=1e-5)
+    np.testing.assert_array_equal(keep, [1, 1, 1, 1, 0, 0])
+    _, none_dropped = tqc.truncated_target_atoms(state, BATCH, KEY, CFG.replace(drop_per_critic=0))
+    np.testing.assert_array_equal(none_dropped, np.ones(6))
+
+
+def test_masked_quantile_loss_equals_the_loss_on_the_kept_targets_only():
+    quantiles = jax.random.normal(jax.random.PRNGKey(0), (2, 3, 4))
+    targets = jax.random.normal(jax.random.PRNGKey(1), (3, 6))
+    mask = jnp.array([1.0, 1.0, 1.0, 1.0, 0.0, 0.0])
+    sliced = lambda q, t: quantile_huber_loss(q, t[:, :4])  # noqa: E731
+    masked = lambda q, t: quantile_huber_loss(q, t, target_mask=mask)  # noqa: E731
+    np.testing.assert_allclose(masked(quantiles, targets), sliced(quantiles, targets), rtol=1e-6)
+    np.testing.assert_allclose(jax.grad(masked)(quantiles, targets), jax.grad(sliced)(quantiles, targets), rtol=1e-5)
+    # A traced number of dropped atoms (as a sweep passes it) gives the same loss.
+    drop = jax.jit(lambda d: quantile_huber_loss(quantiles, targets, target_mask=(jnp.arange(6) < 6 - d) * 1.0))
+    np.testing.assert_allclose(drop(2), sliced(quantiles, targets), rtol=1e-6)
 
 
 def test_actor_loss_uses_the_mean_of_all_atoms():

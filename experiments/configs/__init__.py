@@ -2,7 +2,8 @@
 
 A file has the layout of a run directory's ``config.json``: ``agent = "name"`` and the tables ``[run]``,
 ``[loop]`` and ``[agent_config]``, each holding fields of ``RunConfig``, ``LoopConfig`` and the agent's
-``Config``. Precedence: the agent's defaults < the file < command-line flags. TOML because comments can say
+``Config``; an optional ``[reproduce]`` table (algorithm name in the targets table, tasks, seeds, max_return)
+is what ``jaxrl reproduce`` runs. Precedence: the agent's defaults < the file < command-line flags. TOML because comments can say
 where each protocol value comes from (``tomllib`` is in the standard library).
 """
 from __future__ import annotations
@@ -40,11 +41,12 @@ def load(name: str) -> dict[str, Any]:
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config {path} is not valid TOML: {e}") from None
-    unknown = set(data) - {"agent", "description", *SECTIONS}
+    unknown = set(data) - {"agent", "description", "reproduce", *SECTIONS}
     if unknown:
         raise ConfigError(f"config {path}: unknown key(s) {', '.join(sorted(unknown))}; valid: agent, description, "
-                          f"{', '.join(SECTIONS)}")
-    return {"agent": data.get("agent"), **{s: dict(data.get(s, {})) for s in SECTIONS}}
+                          f"reproduce, {', '.join(SECTIONS)}")
+    return {"agent": data.get("agent"), "description": data.get("description", ""),
+            "reproduce": dict(data.get("reproduce", {})), **{s: dict(data.get(s, {})) for s in SECTIONS}}
 
 
 def check_fields(cls, values: dict[str, Any], where: str) -> None:

@@ -1,0 +1,89 @@
+"""K seeds as one vmapped program against the same K runs one after another, on this machine.
+
+    python bench/sweep_vs_sequential.py                                    # SAC, dmc/CartpoleSwingup, 8 seeds
+    python bench/sweep_vs_sequential.py --env toy/Pendulum --hidden 64 --steps 20000
+
+Both sides use the same compiled-program builder; the sequential side compiles its program once and reuses it
+for every seed (the most favourable case for it: separate `jaxrl train` processes would also pay start-up and a
+compilation-cache load each). Prints one JSON line: wall seconds of each side (compile reported apart), the
+ratio, and every seed's final eval return on both sides with their largest difference.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import jax  # noqa: E402
+import numpy as np  # noqa: E402
+
+import envs  # noqa: E402
+from agents import get_agent  # noqa: E402
+from jaxrl.loop import default_loop_config, make_train  # noqa: E402
+
+
+def compiled(trainer, cfg, num_members):
+    """(compiled run_chunk for ``num_members`` members, compile seconds)."""
+    t0 = time.perf_counter()
+    state = trainer.init_members(list(range(num_members)), [cfg] * num_members)
+    return trainer.run_chunk.lower(state).compile(), time.perf_counter() - t0
+
+
+def train(trainer, run_chunk, cfg, seeds, chunks):
+    """(final eval returns [K], run seconds, init included) of one program over ``seeds``."""
+    t0 = time.perf_counter()
+    state = trainer.init_members(seeds, [cfg] * len(seeds))
+    for _ in range(chunks):
+        state, metrics = run_chunk(state)
+    returns = jax.device_get(metrics["eval/return"])
+    return returns, time.perf_counter() - t0
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agent", default="sac")
+    parser.add_argument("--env", default="dmc/CartpoleSwingup")
+    parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20_000)
+    parser.add_argument("--num-envs", type=int, default=16)
+    parser.add_argument("--hidden", type=int, default=256, help="width of the 2-layer networks (SAC/TD3 names)")
+    parser.add_argument("--eval-every", type=int, default=10_000)
+    args = parser.parse_args()
+    agent = get_agent(args.agent)
+    loop = default_loop_config(agent, steps=args.steps, num_envs=args.num_envs, eval_every=args.eval_every,
+                               buffer_size=max(args.steps, 10_000))
+    cfg = agent.Config(hidden_sizes=(args.hidden, args.hidden))
+    trainer = make_train(agent, envs.make(args.env, loop.num_envs), envs.make(args.env, loop.num_eval_envs), loop,
+                         cfg)
+    chunks = math.ceil(args.steps / trainer.schedule.chunk_env_steps)
+    seeds = list(range(args.seeds))
+
+    vmapped_chunk, compile_vmapped = compiled(trainer, cfg, args.seeds)
+    together, run_vmapped = train(trainer, vmapped_chunk, cfg, seeds, chunks)
+    single_chunk, compile_one = compiled(trainer, cfg, 1)  # compiled once, reused by every seed
+    sequential, run_sequential = [], 0.0
+    for seed in seeds:
+        returns, run_s = train(trainer, single_chunk, cfg, [seed], chunks)
+        sequential.append(float(returns[0]))
+        run_sequential += run_s
+    print(json.dumps({
+        "agent": args.agent, "env": args.env, "seeds": args.seeds, "env_steps": chunks * trainer.schedule.chunk_env_steps,
+        "num_envs": args.num_envs, "hidden": args.hidden, "device": jax.devices()[0].device_kind,
+        "vmapped_run_s": round(run_vmapped, 2), "sequential_run_s": round(run_sequential, 2),
+        "ratio_run": round(run_sequential / run_vmapped, 2),
+        "vmapped_compile_s": round(compile_vmapped, 2), "sequential_compile_s_once": round(compile_one, 2),
+        "ratio_with_compile_per_run": round((run_sequential + args.seeds * compile_one)
+                                            / (run_vmapped + compile_vmapped), 2),
+        "final_eval_vmapped": [round(float(x), 2) for x in together],
+        "final_eval_sequential": [round(x, 2) for x in sequential],
+        "max_abs_diff": round(float(np.max(np.abs(np.asarray(together) - np.asarray(sequential)))), 4),
+    }), flush=True)
+
+
+if __name__ == "__main__":
+    main()

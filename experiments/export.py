@@ -1,0 +1,127 @@
+"""Pull one member out of a multi-member run (a sweep group or a ``--seeds K`` run).
+
+    jaxrl export RUN_DIR --member K --out DIR     # a standalone single-member run directory
+
+The output is an ordinary run directory (config.json with that member's seed and agent config, its metrics,
+its checkpoint at the same env step): ``jaxrl train --resume DIR`` continues it alone, and ``load_policy(DIR)``
+gives its acting function. Members are sliced, not retrained: the exported state is the member's exact state.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from types import SimpleNamespace
+from typing import Any
+
+from jaxrl import ConfigError
+
+
+def members_of(saved: dict[str, Any]) -> list[dict[str, Any]]:
+    """(seed, agent_config) of every member of a saved run: a sweep group lists them, a --seeds run implies them."""
+    if saved.get("members"):
+        return saved["members"]
+    run = saved["run"]
+    return [{"seed": run["seed"] + k, "agent_config": saved["agent_config"]} for k in range(run["seeds"])]
+
+
+def restore_run(run_dir: str, step: int | None = None) -> SimpleNamespace:
+    """A run's checkpoint and everything around it: agent, run, loop, agent_cfg, members [(seed, cfg)], spec,
+    trainer, state, step."""
+    import jax
+
+    import envs
+    from agents import get_agent
+    from experiments.train import RunConfig, config_from_dict, load_run_config, setup_jax
+    from jaxrl import checkpoint
+    from jaxrl.loop import LoopConfig, make_train
+
+    saved = load_run_config(run_dir)
+    agent = get_agent(saved["agent"])
+    run = config_from_dict(RunConfig, {**saved["run"], "run_dir": run_dir})
+    loop = config_from_dict(LoopConfig, saved["loop"])
+    agent_cfg = config_from_dict(agent.Config, saved["agent_config"])
+    members = [(m["seed"], config_from_dict(agent.Config, m["agent_config"])) for m in members_of(saved)]
+    setup_jax(dataclasses.replace(run, distributed=False))
+    env = envs.make(run.env, loop.num_envs, action_repeat=loop.action_repeat, episode_length=loop.episode_length,
+                    brax_backend=run.brax_backend, playground_impl=run.playground_impl)
+    eval_env = envs.make(run.env, loop.num_eval_envs, action_repeat=loop.action_repeat,
+                         episode_length=loop.episode_length, brax_backend=run.brax_backend,
+                         playground_impl=run.playground_impl)
+    trainer = make_train(agent, env, eval_env, loop, agent_cfg)
+    abstract = jax.eval_shape(lambda: trainer.init_members([s for s, _ in members], [c for _, c in members]))
+    state, step = checkpoint.restore(os.path.join(run_dir, "checkpoints"), abstract, step)
+    return SimpleNamespace(agent=agent, run=run, loop=loop, agent_cfg=agent_cfg, members=members, spec=env.spec,
+                           trainer=trainer, state=state, step=step)
+
+
+def take_member(state, k: int):
+    """Member k of a state, keeping a member axis of 1; the shared step counters (scalars) as they are."""
+    import jax
+
+    return jax.tree.map(lambda x: x[k:k + 1] if x.ndim else x, state)
+
+
+def export_member(run_dir: str, member: int, out_dir: str) -> str:
+    from experiments.train import config_to_dict, load_run_config
+    from jaxrl import checkpoint
+    from jaxrl.logging import write_json
+
+    saved = load_run_config(run_dir)
+    listed = members_of(saved)
+    if not 0 <= member < len(listed):
+        raise ConfigError(f"--member {member} is out of range: {run_dir} has members 0..{len(listed) - 1}")
+    if os.path.exists(os.path.join(out_dir, "config.json")):
+        raise ConfigError(f"--out {out_dir} already holds a run (config.json); choose a new directory")
+    restored = restore_run(run_dir)
+    agent, loop, state, step = restored.agent, restored.loop, restored.state, restored.step
+    seed, cfg = restored.members[member]
+    os.makedirs(out_dir, exist_ok=True)
+    run = dataclasses.replace(restored.run, seed=seed, seeds=1, run_dir=out_dir, shard_members=False)
+    write_json(os.path.join(out_dir, "config.json"), {
+        "agent": agent.name, "run": config_to_dict(run), "loop": config_to_dict(loop),
+        "agent_config": config_to_dict(cfg), "resolved": saved.get("resolved", {}),
+        "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step}})
+    checkpoint.save(checkpoint.manager(os.path.join(out_dir, "checkpoints"), run.keep_checkpoints), step,
+                    take_member(state, member))
+    label = "member" if saved.get("members") else "seed"
+    rows = []
+    history_path = os.path.join(run_dir, "metrics.jsonl")
+    if os.path.exists(history_path):
+        with open(history_path) as f:
+            for row in map(json.loads, f):
+                if row["env_steps"] > step:
+                    continue
+                own = {n: v for n, v in row.items() if f"/{label}" not in n}
+                own.update({n[: -len(f"/{label}{member}")]: v for n, v in row.items()
+                            if n.endswith(f"/{label}{member}")})
+                rows.append(own)
+    with open(os.path.join(out_dir, "metrics.jsonl"), "w") as f:
+        f.writelines(json.dumps(r) + "\n" for r in rows)
+    return out_dir
+
+
+def load_policy(run_dir: str, member: int = 0, step: int | None = None):
+    """``(policy, init_carry)``: ``policy(obs [N, obs_size], carry, key) -> (actions, carry)`` acts
+    deterministically as the run's evaluation does (observation normalisation included), jitted.
+    ``init_carry(num_envs)`` is the acting state of fresh episodes (() for memoryless agents)."""
+    import jax
+
+    from jaxrl.normalization import normalize
+
+    restored = restore_run(run_dir, step)
+    agent, loop = restored.agent, restored.loop
+    if not 0 <= member < len(restored.members):
+        raise ConfigError(f"member {member} is out of range: {run_dir} has members 0..{len(restored.members) - 1}")
+    one = jax.tree.map(lambda x: x[member] if x.ndim else x, restored.state)
+
+    @jax.jit
+    def policy(obs, carry, key):
+        if loop.normalize_obs:
+            obs = normalize(one.normalizers.obs, obs)
+        return agent.act(one.agent, obs, key, one.hparams, True, carry)
+
+    def init_carry(num_envs: int):
+        return agent.init_carry(num_envs, restored.spec, one.hparams)
+
+    return policy, init_carry

@@ -1,0 +1,305 @@
+"""``jaxrl reproduce CONFIG [--tasks ...] [--steps N] [--seeds K]``: run a paper protocol, report against the paper.
+
+For each task, one vmapped program trains every seed of the named config (``experiments/configs/*.toml``, its
+``[reproduce]`` table: targets algorithm, tasks, seeds, max_return). Then ``report.md`` is written beside the
+runs, readable without running anything:
+
+* per task, at every env step where the published table has a point we also evaluated: our mean +- std over
+  seeds next to the published mean +- std, and the difference in units of the published std;
+* aggregates over tasks the way papers report them: mean and IQM of max-normalised scores with stratified
+  bootstrap 95 % confidence intervals (``rliable``), at the last env step every task has;
+* learning curves (every seed, the mean) with the published points overlaid, one PNG per task.
+
+Finished tasks are skipped and interrupted ones resume from their checkpoints when the command is rerun.
+"""
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import math
+import os
+from typing import Any
+
+import numpy as np
+
+from jaxrl import ConfigError
+
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets", "dmc_published.csv")
+# dm_control task names whose MuJoCo Playground name is not the CamelCase of the dm_control one.
+DMC_RENAMES = {"cup-catch": "BallInCup", "swimmer-swimmer6": "SwimmerSwimmer6", "point_mass-easy": "PointMass"}
+
+
+def dmc_task_name(env_name: str) -> str | None:
+    """``dmc/CheetahRun`` -> ``cheetah-run`` (the targets table's names); None for non-DMC envs."""
+    suite, _, task = env_name.partition("/")
+    if suite != "dmc":
+        return None
+    for dm_name, playground in DMC_RENAMES.items():
+        if playground == task:
+            return dm_name
+    words, word = [], ""
+    for ch in task:
+        if ch.isupper() and word:
+            words.append(word)
+            word = ""
+        word += ch
+    return "-".join(w.lower() for w in words + [word])
+
+
+def load_targets(path: str, algorithm: str) -> dict[str, list[dict[str, Any]]]:
+    """{task: [{env_steps, mean, std, seeds}, ...]} of ``algorithm`` in a targets CSV."""
+    if not os.path.exists(path):
+        raise ConfigError(f"no targets table {path!r}")
+    out: dict[str, list[dict[str, Any]]] = {}
+    with open(path) as f:
+        for row in csv.DictReader(f):
+            if row["algorithm"] == algorithm:
+                out.setdefault(row["task"], []).append({
+                    "env_steps": int(row["env_steps"]), "mean": float(row["mean_return"]),
+                    "std": float(row["std_over_seeds"]), "seeds": int(row["seeds"])})
+    return out
+
+
+@dataclasses.dataclass
+class Plan:
+    agent: Any
+    config_name: str
+    description: str
+    algorithm: str
+    tasks: list[str]
+    seeds: int
+    max_return: float | None
+    run: Any
+    loop: Any
+    agent_cfg: Any
+
+
+def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: int | None,
+              overrides: list[str]) -> Plan:
+    from agents import get_agent
+    from experiments import configs
+    from experiments.train import RunConfig, config_from_dict
+    from jaxrl.loop import LoopConfig, default_loop_config
+
+    saved = configs.load(config)
+    spec = saved["reproduce"]
+    if not spec:
+        raise ConfigError(f"config {config!r} has no [reproduce] table (algorithm, tasks, seeds); configs with one: "
+                          + ", ".join(n for n in configs.list_configs() if configs.load(n)["reproduce"]))
+    agent = get_agent(saved["agent"] or "sac")
+    sections = {s: dict(saved[s]) for s in ("run", "loop", "agent_config")}
+    for item in overrides:
+        name, sep, value = item.partition("=")
+        section, _, field = name.rpartition(".")
+        if not sep or section not in sections:
+            raise ConfigError(f"--override {item!r}: expected run.FIELD=VALUE, loop.FIELD=VALUE or "
+                              "agent_config.FIELD=VALUE")
+        sections[section][field] = _parse_value(value)
+    for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
+        configs.check_fields(cls, sections[section], f"config {config} [{section}]")
+    if steps is not None:
+        sections["loop"]["steps"] = steps
+    run = config_from_dict(RunConfig, sections["run"])
+    loop = dataclasses.replace(default_loop_config(agent), **sections["loop"])
+    agent_cfg = config_from_dict(agent.Config, sections["agent_config"])
+    seeds = spec.get("seeds", 1) if seeds is None else seeds
+    if seeds <= 0:
+        raise ConfigError(f"--seeds must be a positive integer, got {seeds}")
+    import envs
+
+    tasks = list(tasks or spec.get("tasks") or [run.env])
+    valid = set(envs.list_envs())
+    for task in tasks:
+        if task not in valid:
+            raise ConfigError(f"unknown task {task!r}; valid: names from `jaxrl envs`, e.g. dmc/CheetahRun")
+    return Plan(agent, config, saved.get("description", ""), spec.get("algorithm", agent.name), tasks, seeds,
+                spec.get("max_return"), run, loop, agent_cfg)
+
+
+def _parse_value(text: str):
+    import tomllib
+
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def run_tasks(plan: Plan, out_dir: str, quiet: bool = False) -> None:
+    from experiments.train import train
+
+    for task in plan.tasks:
+        run_dir = os.path.join(out_dir, "runs", task.replace("/", "-"))
+        if os.path.exists(os.path.join(run_dir, "summary.json")):
+            continue
+        checkpoints = os.path.join(run_dir, "checkpoints")
+        resume = os.path.isdir(checkpoints) and bool(os.listdir(checkpoints))
+        run = dataclasses.replace(plan.run, env=task, seeds=plan.seeds, run_dir=run_dir)
+        if not quiet:
+            print(f"{task}: {plan.seeds} seed(s) x {plan.loop.steps} env steps -> {run_dir}", flush=True)
+        train(plan.agent, run, plan.loop, plan.agent_cfg, resume=resume, quiet=quiet)
+
+
+def curves(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
+    """(env steps [T], eval returns [T, seeds]) of a run's metrics."""
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    rows = [r for r in rows if r.get("eval/return") is not None and math.isfinite(r["eval/return"])]
+    seed_cols = sorted((k for k in rows[0] if k.startswith("eval/return/seed")), key=lambda k: int(k[16:])) if rows \
+        else []
+    values = [[r[c] for c in seed_cols] if seed_cols else [r["eval/return"]] for r in rows]
+    return np.array([r["env_steps"] for r in rows]), np.array(values, np.float64).reshape(len(rows), -1)
+
+
+def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
+    """report.md (+ report.json and PNGs) from the runs under ``out_dir``; returns the report's path."""
+    targets = load_targets(targets_path, plan.algorithm)
+    tasks, rows, per_task = [], [], {}
+    for task in plan.tasks:
+        run_dir = os.path.join(out_dir, "runs", task.replace("/", "-"))
+        if not os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
+            continue
+        steps, returns = curves(run_dir)
+        if not len(steps):
+            continue
+        tasks.append(task)
+        published = targets.get(dmc_task_name(task) or task, [])
+        per_task[task] = (steps, returns, published)
+        matched = [p for p in published if p["env_steps"] in set(steps.tolist())]
+        points = [(p["env_steps"], p) for p in matched] or [(int(steps[-1]), None)]
+        for step, pub in points:
+            ours = returns[list(steps).index(step)]
+            row = {"task": task, "env_steps": step, "seeds": ours.size, "mean": float(ours.mean()),
+                   "std": float(ours.std(ddof=1)) if ours.size > 1 else float("nan")}
+            if pub is not None:
+                row.update(published_mean=pub["mean"], published_std=pub["std"], published_seeds=pub["seeds"],
+                           z=(row["mean"] - pub["mean"]) / pub["std"] if pub["std"] > 0 else float("nan"))
+            rows.append(row)
+        _plot_task(task, steps, returns, published, os.path.join(out_dir, f"curve_{task.replace('/', '-')}.png"),
+                   plan.algorithm)
+    if not tasks:
+        raise ConfigError(f"no finished runs under {out_dir}/runs to report on")
+    aggregate = _aggregate(plan, per_task, out_dir)
+    path = os.path.join(out_dir, "report.md")
+    with open(path, "w") as f:
+        f.write(_markdown(plan, rows, aggregate, tasks, targets_path))
+    with open(os.path.join(out_dir, "report.json"), "w") as f:
+        json.dump({"config": plan.config_name, "algorithm": plan.algorithm, "rows": rows, "aggregate": aggregate},
+                  f, indent=2)
+    return path
+
+
+def _aggregate(plan: Plan, per_task, out_dir: str) -> dict[str, Any] | None:
+    """Mean and IQM with 95 % stratified-bootstrap CIs (rliable) at the last env step every task reached."""
+    if not plan.max_return:
+        return None
+    step = min(int(steps[-1]) for steps, _, _ in per_task.values())
+    seeds = min(returns.shape[1] for _, returns, _ in per_task.values())
+    scores = np.stack([returns[list(steps).index(step), :seeds] if step in steps else returns[-1, :seeds]
+                       for steps, returns, _ in per_task.values()], axis=1) / plan.max_return  # [seeds, tasks]
+    from rliable import library as rly
+    from rliable import metrics
+
+    def stats(x):
+        return np.array([metrics.aggregate_mean(x), metrics.aggregate_iqm(x)])
+
+    point, interval = rly.get_interval_estimates({"ours": scores}, stats, reps=2000)
+    out = {"env_steps": step, "seeds": seeds, "tasks": len(per_task), "max_return": plan.max_return,
+           "mean": float(point["ours"][0]), "mean_ci": [float(x) for x in interval["ours"][:, 0]],
+           "iqm": float(point["ours"][1]), "iqm_ci": [float(x) for x in interval["ours"][:, 1]]}
+    published = [next((p["mean"] for p in pub if p["env_steps"] == step), None) for _, _, pub in per_task.values()]
+    if published and all(p is not None for p in published):
+        out["published_mean_of_task_means"] = float(np.mean(published) / plan.max_return)
+    _plot_aggregate(out, os.path.join(out_dir, "aggregate.png"), plan.algorithm)
+    return out
+
+
+def _plot_task(task, steps, returns, published, path, algorithm):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for k in range(returns.shape[1]):
+        ax.plot(steps, returns[:, k], color="tab:blue", alpha=0.25, lw=1)
+    ax.plot(steps, returns.mean(axis=1), color="tab:blue", lw=2, marker="o", ms=3, label=f"ours ({returns.shape[1]} seeds)")
+    if published:
+        ax.errorbar([p["env_steps"] for p in published], [p["mean"] for p in published],
+                    yerr=[p["std"] for p in published], fmt="s", color="tab:red", capsize=3,
+                    label=f"published {algorithm} (mean ± std)")
+    ax.set_xlabel("env steps")
+    ax.set_ylabel("eval return")
+    ax.set_title(task)
+    ax.grid(alpha=0.3)
+    ax.legend(loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _plot_aggregate(agg, path, algorithm):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(5, 2.5))
+    for i, name in enumerate(("mean", "iqm")):
+        low, high = agg[f"{name}_ci"]
+        ax.barh(i, high - low, left=low, height=0.5, color="tab:blue", alpha=0.5)
+        ax.plot([agg[name]], [i], "k|", ms=14)
+    if "published_mean_of_task_means" in agg:
+        ax.axvline(agg["published_mean_of_task_means"], color="tab:red", ls="--", label=f"published {algorithm} mean")
+        ax.legend(loc="lower right", fontsize=8)
+    ax.set_yticks([0, 1], ["mean", "IQM"])
+    ax.set_xlabel(f"normalised score (return / {agg['max_return']:g}) at {agg['env_steps']:,} env steps")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def _fmt(x, digits=0):
+    return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
+
+
+def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
+    lines = [f"# Reproduction report: `{plan.config_name}` ({plan.agent.name})", "",
+             plan.description, "",
+             f"Command: `jaxrl reproduce {plan.config_name} --tasks {' '.join(tasks)} --steps {plan.loop.steps} "
+             f"--seeds {plan.seeds}`. Env steps count simulator steps (action repeat {plan.loop.action_repeat} "
+             f"included). Published numbers: `{os.path.basename(targets_path)}`, algorithm `{plan.algorithm}`.", "",
+             "## Per task", "",
+             "| task | env steps | ours mean ± std (seeds) | published mean ± std (seeds) | (ours − published) / published std |",
+             "|---|---|---|---|---|"]
+    for r in rows:
+        pub = (f"{_fmt(r['published_mean'])} ± {_fmt(r['published_std'])} ({r['published_seeds']})"
+               if "published_mean" in r else "no published point")
+        lines.append(f"| {r['task']} | {r['env_steps']:,} | {_fmt(r['mean'])} ± {_fmt(r['std'])} ({r['seeds']}) | {pub} | "
+                     f"{_fmt(r.get('z'), 2)} |")
+    lines += ["", "A row without a published point is our last evaluation: the published table has no point at an "
+              "env step we evaluated (run longer, or evaluate at the published steps).", ""]
+    if aggregate:
+        lines += ["## Aggregate", "",
+                  f"Scores are returns / {aggregate['max_return']:g} at {aggregate['env_steps']:,} env steps over "
+                  f"{aggregate['tasks']} task(s) x {aggregate['seeds']} seed(s); 95 % stratified-bootstrap "
+                  "confidence intervals from rliable (2,000 resamples).", "",
+                  "| metric | ours | 95 % CI |", "|---|---|---|",
+                  f"| mean | {aggregate['mean']:.3f} | [{aggregate['mean_ci'][0]:.3f}, {aggregate['mean_ci'][1]:.3f}] |",
+                  f"| IQM | {aggregate['iqm']:.3f} | [{aggregate['iqm_ci'][0]:.3f}, {aggregate['iqm_ci'][1]:.3f}] |"]
+        if "published_mean_of_task_means" in aggregate:
+            lines.append(f"| published: mean of task means | {aggregate['published_mean_of_task_means']:.3f} | "
+                         "(per-seed published scores are not available, so no IQM or CI) |")
+        lines += ["", "![aggregate](aggregate.png)", ""]
+    lines += ["## Learning curves", ""]
+    lines += [f"![{t}](curve_{t.replace('/', '-')}.png)" for t in tasks]
+    return "\n".join(lines) + "\n"
+
+
+def reproduce(config: str, out_dir: str, tasks=None, steps=None, seeds=None, overrides=(), quiet=False,
+              targets_path: str = TARGETS) -> str:
+    plan = make_plan(config, tasks, steps, seeds, list(overrides))
+    os.makedirs(out_dir, exist_ok=True)
+    run_tasks(plan, out_dir, quiet)
+    return write_report(plan, out_dir, targets_path)

@@ -1,0 +1,107 @@
+"""``jaxrl reproduce``: task names against the targets table, the report's numbers, and its errors."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+import envs
+from experiments import configs, reproduce
+from jaxrl import ConfigError
+
+
+def test_every_published_dmc_task_that_playground_has_maps_to_its_env():
+    playground = {name for name in envs.list_envs() if name.startswith("dmc/")}
+    assert reproduce.dmc_task_name("dmc/CheetahRun") == "cheetah-run"
+    assert reproduce.dmc_task_name("dmc/BallInCup") == "cup-catch"
+    assert reproduce.dmc_task_name("dmc/PendulumSwingup") == "pendulum-swingup"
+    assert reproduce.dmc_task_name("brax/ant") is None
+    published = {t for rows in (reproduce.load_targets(reproduce.TARGETS, a) for a in ("sac", "simbav2", "tdmpc2"))
+                 for t in rows}
+    mapped = {reproduce.dmc_task_name(name) for name in playground}
+    # Every published task is either found in Playground or one Playground does not register.
+    assert published - mapped <= {"dog-run", "quadruped-run"}, published - mapped
+    assert len(published & mapped) >= 14
+
+
+def test_every_reproduce_config_names_known_tasks_and_has_published_rows_for_dmc():
+    with_table = [n for n in configs.list_configs() if configs.load(n)["reproduce"]]
+    assert {"sac_dmc", "simbav2_dmc", "tdmpc2_dmc", "td3_brax", "tqc_brax", "dsac_t_brax"} <= set(with_table)
+    for name in with_table:
+        plan = reproduce.make_plan(name, None, None, None, [])
+        if plan.tasks[0].startswith("dmc/"):
+            targets = reproduce.load_targets(reproduce.TARGETS, plan.algorithm)
+            assert all(reproduce.dmc_task_name(t) in targets for t in plan.tasks), name
+
+
+CONFIG = """
+description = "tiny SAC on the toy pendulum"
+agent = "sac"
+[loop]
+steps = 400
+num_envs = 4
+num_eval_envs = 2
+eval_every = 200
+learning_starts = 200
+buffer_size = 4000
+[agent_config]
+hidden_sizes = [16, 16]
+batch_size = 32
+[reproduce]
+algorithm = "fake"
+tasks = ["toy/Pendulum"]
+seeds = 2
+max_return = 1000
+"""
+TARGETS = """algorithm,suite,task,env_steps,mean_return,std_over_seeds,seeds,source
+fake,toy,toy/Pendulum,400,-1000,100,5,made up for the test
+fake,toy,toy/Pendulum,10000,-200,10,5,a step the run never reaches
+other,toy,toy/Pendulum,400,0,1,5,another algorithm
+"""
+
+
+def test_report_puts_our_seeds_next_to_the_published_point(tmp_path):
+    (tmp_path / "tiny.toml").write_text(CONFIG)
+    (tmp_path / "targets.csv").write_text(TARGETS)
+    out = str(tmp_path / "out")
+    path = reproduce.reproduce(str(tmp_path / "tiny.toml"), out, quiet=True, targets_path=str(tmp_path / "targets.csv"))
+    with open(os.path.join(out, "runs", "toy-Pendulum", "metrics.jsonl")) as f:
+        last = [json.loads(line) for line in f][-1]
+    ours = np.array([last["eval/return/seed0"], last["eval/return/seed1"]])
+    report = json.load(open(os.path.join(out, "report.json")))
+    (row,) = report["rows"]
+    assert row["env_steps"] == 400 and row["seeds"] == 2
+    np.testing.assert_allclose([row["mean"], row["std"]], [ours.mean(), ours.std(ddof=1)], rtol=1e-9)
+    np.testing.assert_allclose(row["z"], (ours.mean() + 1000) / 100, rtol=1e-9)
+    agg = report["aggregate"]
+    np.testing.assert_allclose(agg["mean"], ours.mean() / 1000, rtol=1e-6)
+    assert agg["mean_ci"][0] <= agg["mean"] <= agg["mean_ci"][1] and agg["iqm_ci"][0] <= agg["iqm"] <= agg["iqm_ci"][1]
+    np.testing.assert_allclose(agg["published_mean_of_task_means"], -1.0)
+    text = open(path).read()
+    assert f"| toy/Pendulum | 400 | {ours.mean():.0f} ± {ours.std(ddof=1):.0f} (2) | -1000 ± 100 (5) |" in text
+    for png in ("aggregate.png", "curve_toy-Pendulum.png"):
+        assert os.path.getsize(os.path.join(out, png)) > 1000 and f"]({png})" in text
+    # A rerun reuses the finished run and rewrites the same report.
+    assert reproduce.reproduce(str(tmp_path / "tiny.toml"), out, quiet=True,
+                               targets_path=str(tmp_path / "targets.csv")) == path
+    assert json.load(open(os.path.join(out, "report.json")))["rows"] == report["rows"]
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(config="sac_dmc", tasks=["dmc/Nope"]), "unknown task 'dmc/Nope'"),
+    (dict(config="sac_dmc", seeds=0), "--seeds must be a positive integer"),
+    (dict(config="sac_dmc", overrides=["loop.num_env=2"]), "unknown field(s) num_env"),
+    (dict(config="sac_dmc", overrides=["num_envs=2"]), "expected run.FIELD=VALUE"),
+])
+def test_bad_reproduce_arguments_fail_with_one_line(kwargs, fragment):
+    args = dict(tasks=None, steps=None, seeds=None, overrides=[])
+    args.update(kwargs)
+    with pytest.raises(ConfigError) as e:
+        reproduce.make_plan(args.pop("config"), **{k: args[k] for k in ("tasks", "steps", "seeds", "overrides")})
+    assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def test_a_config_without_a_reproduce_table_is_refused(tmp_path):
+    (tmp_path / "plain.toml").write_text(CONFIG.split("[reproduce]")[0])
+    with pytest.raises(ConfigError, match="has no \\[reproduce\\] table.*sac_dmc"):
+        reproduce.make_plan(str(tmp_path / "plain.toml"), None, None, None, [])
