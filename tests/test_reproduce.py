@@ -8,6 +8,7 @@ import pytest
 import envs
 from experiments import configs, reproduce
 from jaxrl import ConfigError
+from tests.test_sweep import TINY_TABLES
 
 
 def test_every_published_dmc_task_that_playground_has_maps_to_its_env():
@@ -37,17 +38,7 @@ def test_every_reproduce_config_names_known_tasks_and_has_published_rows_for_dmc
 CONFIG = """
 description = "tiny SAC on the toy pendulum"
 agent = "sac"
-[loop]
-steps = 400
-num_envs = 4
-num_eval_envs = 2
-eval_every = 200
-learning_starts = 200
-buffer_size = 4000
-[agent_config]
-hidden_sizes = [16, 16]
-batch_size = 32
-[reproduce]
+""" + TINY_TABLES + """[reproduce]
 algorithm = "fake"
 tasks = ["toy/Pendulum"]
 seeds = 2

@@ -69,10 +69,8 @@ def test_tqc_dropped_atoms_are_a_swept_value():
     assert diff > 1e-3
 
 
-SWEEP = """
-agent = "sac"
-envs = ["toy/Pendulum"]
-seeds = 2
+# The tiny SAC run of these tests as config-file tables (test_reproduce uses them too).
+TINY_TABLES = """
 [loop]
 steps = 400
 num_envs = 4
@@ -83,7 +81,12 @@ buffer_size = 4000
 [agent_config]
 batch_size = 32
 hidden_sizes = [16, 16]
-[grid]
+"""
+SWEEP = """
+agent = "sac"
+envs = ["toy/Pendulum"]
+seeds = 2
+""" + TINY_TABLES + """[grid]
 actor_lr = [3e-4, 1e-3]
 "agent_config.hidden_sizes" = [[16, 16], [8, 8]]
 [random]
