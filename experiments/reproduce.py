@@ -224,7 +224,8 @@ def _plot_task(task, steps, returns, published, path, algorithm):
     fig, ax = plt.subplots(figsize=(6, 4))
     for k in range(returns.shape[1]):
         ax.plot(steps, returns[:, k], color="tab:blue", alpha=0.25, lw=1)
-    ax.plot(steps, returns.mean(axis=1), color="tab:blue", lw=2, marker="o", ms=3, label=f"ours ({returns.shape[1]} seeds)")
+    ax.plot(steps, returns.mean(axis=1), color="tab:blue", lw=2, marker="o", ms=3,
+            label=f"ours ({returns.shape[1]} seeds)")
     if published:
         ax.errorbar([p["env_steps"] for p in published], [p["mean"] for p in published],
                     yerr=[p["std"] for p in published], fmt="s", color="tab:red", capsize=3,
@@ -253,6 +254,8 @@ def _plot_aggregate(agg, path, algorithm):
     if "published_mean_of_task_means" in agg:
         ax.axvline(agg["published_mean_of_task_means"], color="tab:red", ls="--", label=f"published {algorithm} mean")
         ax.legend(loc="lower right", fontsize=8)
+    low = min(0.0, agg["mean_ci"][0], agg["iqm_ci"][0])
+    ax.set_xlim(low, max(1.0, agg["mean_ci"][1], agg["iqm_ci"][1]))  # the whole score range: 0 to the max return
     ax.set_yticks([0, 1], ["mean", "IQM"])
     ax.set_xlabel(f"normalised score (return / {agg['max_return']:g}) at {agg['env_steps']:,} env steps")
     fig.tight_layout()
@@ -271,13 +274,14 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
              f"--seeds {plan.seeds}`. Env steps count simulator steps (action repeat {plan.loop.action_repeat} "
              f"included). Published numbers: `{os.path.basename(targets_path)}`, algorithm `{plan.algorithm}`.", "",
              "## Per task", "",
-             "| task | env steps | ours mean ± std (seeds) | published mean ± std (seeds) | (ours − published) / published std |",
+             "| task | env steps | ours mean ± std (seeds) | published mean ± std (seeds) "
+             "| (ours − published) / published std |",
              "|---|---|---|---|---|"]
     for r in rows:
         pub = (f"{_fmt(r['published_mean'])} ± {_fmt(r['published_std'])} ({r['published_seeds']})"
                if "published_mean" in r else "no published point")
-        lines.append(f"| {r['task']} | {r['env_steps']:,} | {_fmt(r['mean'])} ± {_fmt(r['std'])} ({r['seeds']}) | {pub} | "
-                     f"{_fmt(r.get('z'), 2)} |")
+        lines.append(f"| {r['task']} | {r['env_steps']:,} | {_fmt(r['mean'])} ± {_fmt(r['std'])} ({r['seeds']}) "
+                     f"| {pub} | {_fmt(r.get('z'), 2)} |")
     lines += ["", "A row without a published point is our last evaluation: the published table has no point at an "
               "env step we evaluated (run longer, or evaluate at the published steps).", ""]
     if aggregate:
@@ -286,7 +290,8 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
                   f"{aggregate['tasks']} task(s) x {aggregate['seeds']} seed(s); 95 % stratified-bootstrap "
                   "confidence intervals from rliable (2,000 resamples).", "",
                   "| metric | ours | 95 % CI |", "|---|---|---|",
-                  f"| mean | {aggregate['mean']:.3f} | [{aggregate['mean_ci'][0]:.3f}, {aggregate['mean_ci'][1]:.3f}] |",
+                  f"| mean | {aggregate['mean']:.3f} | "
+                  f"[{aggregate['mean_ci'][0]:.3f}, {aggregate['mean_ci'][1]:.3f}] |",
                   f"| IQM | {aggregate['iqm']:.3f} | [{aggregate['iqm_ci'][0]:.3f}, {aggregate['iqm_ci'][1]:.3f}] |"]
         if "published_mean_of_task_means" in aggregate:
             lines.append(f"| published: mean of task means | {aggregate['published_mean_of_task_means']:.3f} | "

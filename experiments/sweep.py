@@ -135,7 +135,8 @@ def load(path: str) -> Sweep:
         raise ConfigError(f"sweep file {path} is not valid TOML: {e}") from None
     unknown = sorted(set(data) - TOP_KEYS)
     if unknown:
-        raise ConfigError(f"sweep file {path}: unknown key(s) {', '.join(unknown)}; valid: {', '.join(sorted(TOP_KEYS))}")
+        raise ConfigError(f"sweep file {path}: unknown key(s) {', '.join(unknown)}; "
+                          f"valid: {', '.join(sorted(TOP_KEYS))}")
     base = {s: {} for s in SECTIONS}
     agent_name = data.get("agent")
     if "config" in data:
@@ -205,7 +206,8 @@ def plan(sweep: Sweep, out_dir: str) -> list[Group]:
         except TypeError as e:
             raise ConfigError(f"member {member.index}: {e}") from None
         agent.check_config(cfg)
-        key = (member.env, repr(dataclasses.replace(run, seed=0)), repr(loop), repr(sorted(program_fields(cfg).items())))
+        key = (member.env, repr(dataclasses.replace(run, seed=0)), repr(loop),
+               repr(sorted(program_fields(cfg).items())))
         groups.setdefault(key, []).append((member, run, loop, cfg))
     out = []
     for index, entries in enumerate(groups.values()):

@@ -138,15 +138,18 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     total_chunks = max(1, math.ceil(loop.steps / chunk_steps))
     ckpt_every_chunks = max(1, math.ceil(run.checkpoint_every / chunk_steps)) if run.checkpoint_every else None
 
+    # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.
+    primary = jax.process_index() == 0
     os.makedirs(run_dir, exist_ok=True)
-    write_json(os.path.join(run_dir, "config.json"), {
-        "agent": agent.name, "run": config_to_dict(run), "loop": config_to_dict(loop),
-        "agent_config": config_to_dict(agent_cfg),
-        **({"members": [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in members]}
-           if custom_members else {}),
-        "resolved": {"chunk_env_steps": chunk_steps, "chunks": total_chunks,
-                     "env_steps": total_chunks * chunk_steps, "devices": 1 if mesh is None else mesh.devices.size,
-                     **trainer.schedule._asdict()}})
+    if primary:
+        write_json(os.path.join(run_dir, "config.json"), {
+            "agent": agent.name, "run": config_to_dict(run), "loop": config_to_dict(loop),
+            "agent_config": config_to_dict(agent_cfg),
+            **({"members": [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in members]}
+               if custom_members else {}),
+            "resolved": {"chunk_env_steps": chunk_steps, "chunks": total_chunks,
+                         "env_steps": total_chunks * chunk_steps,
+                         "devices": 1 if mesh is None else mesh.devices.size, **trainer.schedule._asdict()}})
 
     t_start = time.perf_counter()
     compile_s = 0.0
@@ -166,10 +169,11 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     run_chunk = trainer.run_chunk.lower(state).compile()
     compile_s += time.perf_counter() - t0
 
-    logger = RunLogger(run_dir, resume_from_step=resume_step, member_label="member" if custom_members else "seed")
+    logger = RunLogger(run_dir, resume_from_step=resume_step, member_label="member" if custom_members else "seed",
+                       write=primary)
     mngr = checkpoint.manager(ckpt_dir, run.keep_checkpoints)
     start_chunk = int(state.env_steps) // chunk_steps
-    progress = _Progress(total_chunks * chunk_steps, start_chunk * chunk_steps, quiet)
+    progress = _Progress(total_chunks * chunk_steps, start_chunk * chunk_steps, quiet or not primary)
     run_s = 0.0
     steps_run = 0
     row: dict[str, Any] = {}
@@ -210,7 +214,8 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     if custom_members:
         summary["members"] = [{"seed": seed, "agent_config": config_to_dict(cfg), "final_eval_return": float(ret)}
                               for (seed, cfg), ret in zip(members, last_eval)]
-    write_json(os.path.join(run_dir, "summary.json"), summary)
+    if primary:
+        write_json(os.path.join(run_dir, "summary.json"), summary)
     return summary, state
 
 

@@ -14,15 +14,22 @@ def _scalar(value) -> float:
 
 
 class RunLogger:
-    """Writes one row per chunk. Per-seed arrays are logged as their mean plus one column per seed."""
+    """Writes one row per chunk. Per-seed arrays are logged as their mean plus one column per seed.
 
-    def __init__(self, run_dir: str, resume_from_step: int | None = None, member_label: str = "seed"):
+    With ``write=False`` (the non-primary processes of a multi-host run) rows are computed but nothing is written.
+    """
+
+    def __init__(self, run_dir: str, resume_from_step: int | None = None, member_label: str = "seed",
+                 write: bool = True):
         self.run_dir = run_dir
         self.member_label = member_label  # per-member columns are name/<label>K ("member" in sweep groups)
+        self.write = write
+        self.rows: list[dict[str, Any]] = []
+        if not write:
+            return
         os.makedirs(run_dir, exist_ok=True)
         self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
         self.csv_path = os.path.join(run_dir, "metrics.csv")
-        self.rows: list[dict[str, Any]] = []
         if resume_from_step is not None and os.path.exists(self.jsonl_path):
             # Rows written after the checkpoint we resume from will be produced again: drop them.
             with open(self.jsonl_path) as f:
@@ -47,6 +54,8 @@ class RunLogger:
             if extra in metrics:
                 row[extra] = float(metrics[extra])
         self.rows.append(row)
+        if not self.write:
+            return row
         with open(self.jsonl_path, "a") as f:
             f.write(json.dumps(row) + "\n")
         self._rewrite_csv()
@@ -64,7 +73,9 @@ class RunLogger:
             writer.writeheader()
             writer.writerows(self.rows)
 
-    def plot(self, title: str) -> str:
+    def plot(self, title: str) -> str | None:
+        if not self.write:
+            return None
         import matplotlib
 
         matplotlib.use("Agg")
@@ -90,7 +101,8 @@ class RunLogger:
         return path
 
     def close(self):
-        self.tb.close()
+        if self.write:
+            self.tb.close()
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:

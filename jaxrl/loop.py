@@ -354,5 +354,5 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         metrics["updates"] = state.updates
         return state, metrics
 
-    return Trainer(init=init, init_members=init_members, run_chunk=jax.jit(run_chunk, donate_argnums=0), schedule=schedule,
-                   metric_names=metric_names)
+    return Trainer(init=init, init_members=init_members, run_chunk=jax.jit(run_chunk, donate_argnums=0),
+                   schedule=schedule, metric_names=metric_names)

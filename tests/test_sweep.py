@@ -238,3 +238,38 @@ def test_launchers_run_each_program_as_a_job_and_collect_the_same_table(tmp_path
     assert [r["member"] for r in rows] == [0, 1] and all(np.isfinite(r["final_eval_return"]) for r in rows)
     assert os.path.exists(os.path.join(out, "results.csv"))
     assert json.load(open(os.path.join(out, "groups", "g000-toy-Pendulum", "summary.json")))["env_steps"] == 200
+
+
+MULTI_PROCESS = """
+import sys
+import jax
+jax.config.update("jax_cpu_collectives_implementation", "gloo")
+jax.distributed.initialize(sys.argv[1], num_processes=2, process_id=int(sys.argv[2]))
+from experiments.cli import main
+sys.exit(main(["train", "--distributed", *sys.argv[3:]]))
+"""
+
+
+@pytest.mark.slow
+def test_two_processes_train_one_sharded_run_through_jax_distributed(tmp_path, repo_root):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("localhost", 0))
+        address = f"localhost:{s.getsockname()[1]}"
+    run_dir = str(tmp_path / "run")
+    args = ["--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2", "--eval-every", "200",
+            "--learning-starts", "200", "--buffer-size", "4000", "--sac.hidden-sizes", "16", "16",
+            "--sac.batch-size", "32", "--seeds", "2", "--steps", "400", "--run-dir", run_dir]
+    env = {**os.environ, "PYTHONPATH": repo_root}
+    procs = [subprocess.Popen([sys.executable, "-c", MULTI_PROCESS, address, str(i), *args], env=env, cwd=repo_root,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    assert json.load(open(os.path.join(run_dir, "config.json")))["resolved"]["devices"] == 2
+    # Each process trained one member; together they equal the same two seeds on one device.
+    single = str(tmp_path / "single")
+    assert jaxrl("train", *args[:-2], "--run-dir", single).returncode == 0
+    expected = json.load(open(os.path.join(single, "summary.json")))["final_eval_return_per_seed"]
+    np.testing.assert_allclose(summary["final_eval_return_per_seed"], expected, rtol=1e-4)
