@@ -11,3 +11,10 @@ jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 @pytest.fixture(scope="session")
 def repo_root():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Slow tests first, the swing-up learning runs (the longest, 1-3 min each) before the CLI subprocess runs:
+    with two xdist workers the suite ends when its longest tests do, so they must not be the last ones handed
+    out. The sort is stable and the same on every worker."""
+    items.sort(key=lambda item: (item.get_closest_marker("slow") is None, "swings_up" not in item.name))

@@ -63,6 +63,7 @@ def test_bad_input_fails_with_one_line(args, fragments):
     assert_one_line_error(jaxrl("train", *TINY, *args), *fragments)
 
 
+@pytest.mark.slow
 def test_missing_and_corrupt_checkpoints(tmp_path):
     run_dir = str(tmp_path / "run")
     assert jaxrl("train", *TINY, "--steps", "200", "--run-dir", run_dir).returncode == 0
@@ -77,6 +78,7 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
     assert_one_line_error(jaxrl("train", "--resume", run_dir), "no checkpoint")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
     run_dir = str(tmp_path / "nan")
@@ -98,6 +100,7 @@ def saved_state(run_dir, step):
 KILL_RUN = {"tdmpc2": (3000, 1000)}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
     steps, every = KILL_RUN.get(agent, (12000, 2000))
@@ -127,6 +130,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
     assert [r["env_steps"] for r in rows] == list(range(200, steps + 1, 200))  # no chunk lost or repeated
 
 
+@pytest.mark.slow
 def test_cli_contract(repo_root):
     script = os.path.join(repo_root, "..", "shared", "checks", "cli-contract")
     if not os.path.exists(script):
@@ -177,6 +181,7 @@ def test_plugged_in_loss_trains_from_the_cli(tmp_path):
         assert os.path.exists(os.path.join(run_dir, name))
 
 
+@pytest.mark.slow
 def test_dmc_run_checkpoints_and_resumes(tmp_path):
     """MJX states hold zero-size arrays, which orbax refuses; the whole state must still round-trip."""
     run_dir = str(tmp_path / "dmc")

@@ -6,6 +6,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import optax
 
 from agents import dsac_t
@@ -182,6 +183,7 @@ def test_loop_defaults_follow_the_official_schedule():
     assert math.isclose(dsac_t.Config().init_alpha, math.e)
 
 
+@pytest.mark.slow
 def test_dsac_t_swings_up_the_pendulum():
     # 1 update per env step here (the SAC-comparable setting); the learning rule, not the official schedule.
     # With the policy stepping every 2nd update it needs ~12k steps where SAC needs 10k (seeds 0 and 1 measured:

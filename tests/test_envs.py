@@ -79,6 +79,7 @@ def test_listing_covers_every_prefix():
     assert sum(n.startswith("dmc/") for n in names) == 25
 
 
+@pytest.mark.slow
 def test_dmc_cartpole_steps_batched_with_mjx():
     env = envs.make("dmc/CartpoleSwingup", 2)
     assert env.spec.obs_size == 5 and env.spec.action_size == 1 and env.decisions_per_episode == 1000

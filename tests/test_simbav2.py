@@ -6,6 +6,7 @@ import math
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from agents import simbav2
 from jaxrl.hyperspherical import (HyperEmbedder, HyperEncoder, HyperLERPBlock, Scaler, hyper_kernel_norms,
@@ -170,6 +171,7 @@ def test_loop_defaults_turn_on_both_normalisers():
     assert loop.normalize_obs and loop.scale_rewards
 
 
+@pytest.mark.slow
 def test_simbav2_swings_up_the_pendulum():
     loop = LoopConfig(steps=10_000, num_envs=4, num_eval_envs=10, eval_every=2000, learning_starts=1000,
                       buffer_size=10_000, normalize_obs=True, scale_rewards=True)

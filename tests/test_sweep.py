@@ -222,13 +222,23 @@ def test_a_sweep_sharded_over_four_devices_equals_the_unsharded_one(tmp_path, re
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert summary["env_steps"] == 600 and len(summary["final_eval_return_per_seed"]) == 4
-    odd = jaxrl(*args[:-4], "--seeds", "3", "--run-dir", str(tmp_path / "odd"), env=env)
-    assert odd.returncode == 2 and "3 member(s) cannot be split evenly over 4 devices" in odd.stderr
+
+
+def test_members_that_do_not_divide_the_devices_are_refused_with_one_line():
+    from types import SimpleNamespace
+
+    from jaxrl import sharding
+
+    four_devices = SimpleNamespace(devices=np.empty(4))
+    sharding.check_divisible(8, four_devices)
+    with pytest.raises(ConfigError, match=r"^3 member\(s\) cannot be split evenly over 4 devices.*--no-shard-members"):
+        sharding.check_divisible(3, four_devices)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher, options", [("slurm", {"cluster": "local", "timeout_min": 20}),
                                                ("ray", {"num_cpus": 1})])
+@pytest.mark.slow
 def test_launchers_run_each_program_as_a_job_and_collect_the_same_table(tmp_path, launcher, options):
     pytest.importorskip({"slurm": "submitit", "ray": "ray"}[launcher])  # the `launch` extra, installed by `test`
     path = write(tmp_path, SWEEP.replace('"agent_config.hidden_sizes" = [[16, 16], [8, 8]]', "")

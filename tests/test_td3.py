@@ -3,6 +3,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import optax
 
 from agents import td3
@@ -87,6 +88,7 @@ def test_exploration_noise_and_deterministic_action():
     np.testing.assert_allclose(np.std(np.asarray(noisy)), 0.1, rtol=0.05)
 
 
+@pytest.mark.slow
 def test_td3_swings_up_the_pendulum():
     loop = LoopConfig(steps=10_000, num_envs=4, num_eval_envs=10, eval_every=2000, learning_starts=1000,
                       buffer_size=10_000)

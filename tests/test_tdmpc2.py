@@ -3,6 +3,7 @@ episodes, planning for all envs with warm starts, and learning."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from agents import tdmpc2
 from jaxrl import buffer as B
@@ -102,6 +103,7 @@ def test_loop_defaults_seed_then_pretrain():
     np.testing.assert_allclose(two_hot_inverse(jnp.zeros(101), bins()), 0.0, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_tdmpc2_swings_up_the_pendulum():
     # Measured (seed 0, evals every 2k): -653, -422, -124, -133, -128 up to 10k env steps.
     loop = LoopConfig(steps=6000, num_envs=4, num_eval_envs=5, eval_every=3000, learning_starts=1000,

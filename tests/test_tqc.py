@@ -3,6 +3,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 import optax
 
 from agents import tqc
@@ -93,6 +94,7 @@ def test_update_uses_pre_update_critics_for_the_actor():
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), new.target_critic_params, expected)
 
 
+@pytest.mark.slow
 def test_tqc_swings_up_the_pendulum():
     loop = LoopConfig(steps=10_000, num_envs=4, num_eval_envs=10, eval_every=2000, learning_starts=1000,
                       buffer_size=10_000)
