@@ -30,9 +30,8 @@ def restore_run(run_dir: str, step: int | None = None) -> SimpleNamespace:
     trainer, state, step."""
     import jax
 
-    import envs
     from agents import get_agent
-    from experiments.train import RunConfig, config_from_dict, load_run_config, setup_jax
+    from experiments.train import RunConfig, config_from_dict, load_run_config, make_envs, setup_jax
     from jaxrl import checkpoint
     from jaxrl.loop import LoopConfig, make_train
 
@@ -43,11 +42,7 @@ def restore_run(run_dir: str, step: int | None = None) -> SimpleNamespace:
     agent_cfg = config_from_dict(agent.Config, saved["agent_config"])
     members = [(m["seed"], config_from_dict(agent.Config, m["agent_config"])) for m in members_of(saved)]
     setup_jax(dataclasses.replace(run, distributed=False))
-    env = envs.make(run.env, loop.num_envs, action_repeat=loop.action_repeat, episode_length=loop.episode_length,
-                    brax_backend=run.brax_backend, playground_impl=run.playground_impl)
-    eval_env = envs.make(run.env, loop.num_eval_envs, action_repeat=loop.action_repeat,
-                         episode_length=loop.episode_length, brax_backend=run.brax_backend,
-                         playground_impl=run.playground_impl)
+    env, eval_env = make_envs(run, loop)
     trainer = make_train(agent, env, eval_env, loop, agent_cfg)
     abstract = jax.eval_shape(lambda: trainer.init_members([s for s, _ in members], [c for _, c in members]))
     state, step = checkpoint.restore(os.path.join(run_dir, "checkpoints"), abstract, step)

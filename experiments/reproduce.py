@@ -127,14 +127,13 @@ def _parse_value(text: str):
 
 
 def run_tasks(plan: Plan, out_dir: str, quiet: bool = False) -> None:
-    from experiments.train import train
+    from experiments.train import has_checkpoint, train
 
     for task in plan.tasks:
         run_dir = os.path.join(out_dir, "runs", task.replace("/", "-"))
         if os.path.exists(os.path.join(run_dir, "summary.json")):
             continue
-        checkpoints = os.path.join(run_dir, "checkpoints")
-        resume = os.path.isdir(checkpoints) and bool(os.listdir(checkpoints))
+        resume = has_checkpoint(run_dir)
         run = dataclasses.replace(plan.run, env=task, seeds=plan.seeds, run_dir=run_dir)
         if not quiet:
             print(f"{task}: {plan.seeds} seed(s) x {plan.loop.steps} env steps -> {run_dir}", flush=True)

@@ -221,7 +221,7 @@ def plan(sweep: Sweep, out_dir: str) -> list[Group]:
 def run_group(sweep_file: str, out_dir: str, index: int, quiet: bool = True) -> list[dict[str, Any]]:
     """Train one program of the sweep (resuming it if it has checkpoints; skipping it if it finished) and write
     its members' metrics; returns their result rows. The unit of work a launcher ships to a worker."""
-    from experiments.train import train
+    from experiments.train import has_checkpoint, train
 
     sweep = load(sweep_file)
     group = plan(sweep, out_dir)[index]
@@ -230,8 +230,7 @@ def run_group(sweep_file: str, out_dir: str, index: int, quiet: bool = True) -> 
         with open(summary_path) as f:
             summary = json.load(f)
     else:
-        resume = os.path.isdir(os.path.join(group.run.run_dir, "checkpoints")) and bool(
-            os.listdir(os.path.join(group.run.run_dir, "checkpoints")))
+        resume = has_checkpoint(group.run.run_dir)
         members = [(m.seed, cfg) for m, cfg in zip(group.members, group.member_cfgs)]
         summary, _ = train(sweep.agent, group.run, group.loop, group.agent_cfg, resume=resume, quiet=quiet,
                            members=members)

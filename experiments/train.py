@@ -78,6 +78,21 @@ def setup_jax(run: RunConfig) -> None:
         jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
 
 
+def make_envs(run: RunConfig, loop: LoopConfig):
+    """(training env batch, evaluation env batch) of a run; ``train`` and ``export.restore_run`` share it."""
+    import envs
+
+    kwargs = dict(action_repeat=loop.action_repeat, episode_length=loop.episode_length,
+                  brax_backend=run.brax_backend, playground_impl=run.playground_impl)
+    return envs.make(run.env, loop.num_envs, **kwargs), envs.make(run.env, loop.num_eval_envs, **kwargs)
+
+
+def has_checkpoint(run_dir: str) -> bool:
+    """Whether a run directory holds a checkpoint to resume from (sweeps and reproduce rerun into it)."""
+    checkpoints = os.path.join(run_dir, "checkpoints")
+    return os.path.isdir(checkpoints) and bool(os.listdir(checkpoints))
+
+
 def validate(run: RunConfig, loop: LoopConfig) -> None:
     for name in ("seeds", "keep_checkpoints"):
         if getattr(run, name) <= 0:
@@ -97,7 +112,6 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     ``members``: (seed, agent config) per member of one vmapped program (a sweep group); every config must share
     ``agent_cfg``'s static fields. Default: ``run.seeds`` members with seeds ``run.seed + k`` and ``agent_cfg``.
     """
-    import envs
     from jaxrl import buffer as buffer_lib
 
     if members is None:
@@ -108,11 +122,7 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
         custom_members = True
     validate(run, loop)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
-    env = envs.make(run.env, loop.num_envs, action_repeat=loop.action_repeat, episode_length=loop.episode_length,
-                    brax_backend=run.brax_backend, playground_impl=run.playground_impl)
-    eval_env = envs.make(run.env, loop.num_eval_envs, action_repeat=loop.action_repeat,
-                         episode_length=loop.episode_length, brax_backend=run.brax_backend,
-                         playground_impl=run.playground_impl)
+    env, eval_env = make_envs(run, loop)
     spec = env.spec
     _, _, nbytes = buffer_lib.layout(loop.buffer_size, loop.num_envs, spec.obs_size, spec.action_size,
                                      env.decisions_per_episode, spec.can_terminate)
