@@ -35,9 +35,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import ConfigError
+from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
-from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.networks import ACTIVATIONS, CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.types import Batch, EnvSpec
 from jaxrl.updates import apply_updates, init_temperature, log_temperature_loss, polyak_update, td_target
 
@@ -218,8 +218,13 @@ def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
     if cfg.critic_loss_form not in CRITIC_LOSS_FORMS:
         raise ConfigError(f"critic_loss_form={cfg.critic_loss_form!r} is not one of: {', '.join(CRITIC_LOSS_FORMS)}")
-    if cfg.policy_delay < 1:
-        raise ConfigError(f"policy_delay must be a positive integer, got {cfg.policy_delay}")
+    if cfg.activation not in ACTIVATIONS:
+        raise ConfigError(f"activation={cfg.activation!r} is not one of: {', '.join(ACTIVATIONS)}")
+    checks.positive_ints(cfg, "actor_hidden_sizes", "critic_hidden_sizes", "batch_size", "policy_delay")
+    checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha", "clip_boundary", "epsilon_b",
+                    "huber_delta")
+    checks.unit_interval(cfg, "gamma", "tau", "tau_b")
+    checks.finite_or_none(cfg, "target_entropy")
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:

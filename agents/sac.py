@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxrl import checks
 from jaxrl.agent import Agent
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.types import Batch, EnvSpec
@@ -115,6 +116,15 @@ def optimizers(cfg: Config):
     return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
 
 
+def check_config(cfg: Config) -> None:
+    """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
+    checks.positive_ints(cfg, "hidden_sizes", "batch_size")
+    checks.bounds_ordered(cfg, "log_std_min", "log_std_max")
+    checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
+    checks.unit_interval(cfg, "gamma", "tau")
+    checks.finite_or_none(cfg, "target_entropy")
+
+
 def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = GaussianPolicyHead(cfg.hidden_sizes, spec.action_size, "relu", cfg.log_std_min, cfg.log_std_max)
     critic = CriticEnsemble(cfg.hidden_sizes, num_critics=2, layer_norm=cfg.critic_layer_norm)
@@ -164,4 +174,4 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
-AGENT = Agent(name="sac", Config=Config, init=init, act=act, update=update)
+AGENT = Agent(name="sac", Config=Config, init=init, act=act, update=update, check_config=check_config)

@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import ConfigError
+from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
 from jaxrl.hyperspherical import HyperCriticEnsemble, HyperTanhGaussianActor, project_hyper_kernels
 from jaxrl.networks import sample_tanh_gaussian, tanh_gaussian_act
@@ -153,10 +153,15 @@ def optimizer(cfg: Config):
 
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
+    checks.positive_ints(cfg, "actor_hidden_dim", "actor_num_blocks", "critic_hidden_dim", "critic_num_blocks",
+                         "expansion", "num_critics", "num_bins", "batch_size", "lr_decay_updates")
     if cfg.num_critics not in (1, 2):
         raise ConfigError(f"num_critics={cfg.num_critics} must be 1 (DMC) or 2 (clipped double-Q)")
-    if cfg.num_bins < 2 or cfg.lr_decay_updates < 1:
-        raise ConfigError(f"num_bins={cfg.num_bins} must be >= 2 and lr_decay_updates={cfg.lr_decay_updates} >= 1")
+    if cfg.num_bins < 2:
+        raise ConfigError(f"num_bins must be an integer >= 2 (the critic's support needs two ends), got {cfg.num_bins}")
+    checks.positive(cfg, "c_shift", "max_return", "lr_init", "lr_final", "init_alpha")
+    checks.unit_interval(cfg, "gamma", "tau")
+    checks.finite_or_none(cfg, "target_entropy")
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:

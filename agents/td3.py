@@ -20,6 +20,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from jaxrl import checks
 from jaxrl.agent import Agent
 from jaxrl.networks import MLP, CriticEnsemble
 from jaxrl.types import Batch, EnvSpec
@@ -109,6 +110,14 @@ def optimizers(cfg: Config):
     return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr)
 
 
+def check_config(cfg: Config) -> None:
+    """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
+    checks.positive_ints(cfg, "hidden_sizes", "batch_size", "policy_delay")
+    checks.positive(cfg, "actor_lr", "critic_lr")
+    checks.unit_interval(cfg, "gamma", "tau")
+    checks.non_negative(cfg, "policy_noise", "noise_clip", "exploration_noise")
+
+
 def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = DeterministicActor(cfg.hidden_sizes, spec.action_size)
     critic = CriticEnsemble(cfg.hidden_sizes, num_critics=2)
@@ -160,4 +169,4 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss):
 
 update = make_update()
 
-AGENT = Agent(name="td3", Config=Config, init=init, act=act, update=update)
+AGENT = Agent(name="td3", Config=Config, init=init, act=act, update=update, check_config=check_config)

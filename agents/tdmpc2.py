@@ -33,7 +33,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import ConfigError
+from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent
 from jaxrl.networks import simnorm, tanh_log_det_jacobian
@@ -345,6 +345,8 @@ def optimizers(cfg: Config):
 
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
+    checks.positive_ints(cfg, "latent_dim", "hidden_dim", "encoder_dim", "num_q", "simnorm_dim", "num_bins", "horizon",
+                         "batch_size", "num_samples", "num_elites", "num_pi_trajs", "iterations")
     if cfg.latent_dim % cfg.simnorm_dim:
         raise ConfigError(f"latent_dim={cfg.latent_dim} must be a multiple of simnorm_dim={cfg.simnorm_dim}")
     if not 0 < cfg.num_pi_trajs < cfg.num_samples or not 0 < cfg.num_elites <= cfg.num_samples:
@@ -352,6 +354,13 @@ def check_config(cfg: Config) -> None:
                           f"0 < num_elites={cfg.num_elites} <= num_samples")
     if cfg.num_q < 2:
         raise ConfigError(f"num_q={cfg.num_q} must be >= 2 (targets take the min of 2 random heads)")
+    if cfg.num_bins < 2:
+        raise ConfigError(f"num_bins must be an integer >= 2 (two-hot targets need two ends), got {cfg.num_bins}")
+    checks.require(cfg, "dropout", lambda x: 0 <= x < 1, "a number in [0, 1)")
+    checks.positive(cfg, "lr", "encoder_lr_scale", "grad_clip_norm", "temperature", "min_std", "max_std")
+    checks.non_negative(cfg, "consistency_coef", "reward_coef", "value_coef", "entropy_coef")
+    checks.unit_interval(cfg, "rho", "gamma", "tau")
+    checks.bounds_ordered(cfg, "min_std", "max_std")
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import ConfigError
+from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.types import Batch, EnvSpec
@@ -125,8 +125,15 @@ def optimizers(cfg: Config):
 
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
-    if not 0 <= cfg.drop_per_critic < cfg.num_quantiles:
-        raise ConfigError(f"drop_per_critic={cfg.drop_per_critic} must be in [0, num_quantiles={cfg.num_quantiles})")
+    checks.positive_ints(cfg, "actor_hidden_sizes", "critic_hidden_sizes", "num_critics", "num_quantiles",
+                         "batch_size")
+    checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
+    checks.unit_interval(cfg, "gamma", "tau")
+    checks.finite_or_none(cfg, "target_entropy")
+    drop = checks.as_int(cfg.drop_per_critic)
+    if drop is None or not 0 <= drop < cfg.num_quantiles:
+        raise ConfigError(f"drop_per_critic must be an integer in [0, num_quantiles={cfg.num_quantiles}), "
+                          f"got {checks.show(cfg.drop_per_critic)}")
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:

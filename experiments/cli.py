@@ -10,7 +10,6 @@ import argparse
 import dataclasses
 import os
 import sys
-import time
 from typing import Annotated
 
 USAGE = """usage: jaxrl {train,sweep,export,envs,agents,configs} ...
@@ -36,11 +35,10 @@ def _error(message: str, code: int = 2) -> int:
 def _train(argv: list[str]) -> int:
     import tyro
 
-    from agents import get_agent
-    from experiments import configs
-    from experiments.train import NonFiniteError, RunConfig, config_from_dict, load_run_config, train
+    from experiments import rundir
+    from experiments.train import Interrupted, NonFiniteError, RunConfig, WriteError, train
     from jaxrl import ConfigError
-    from jaxrl.loop import LoopConfig, default_loop_config
+    from jaxrl.loop import LoopConfig
 
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--agent", default=None)
@@ -50,55 +48,50 @@ def _train(argv: list[str]) -> int:
     try:
         if known.resume and known.config:
             raise ConfigError("--config cannot be combined with --resume (a resumed run keeps its own config)")
-        saved = load_run_config(known.resume) if known.resume else None
-        if known.config:
-            saved = configs.load(known.config)
-        agent_name = known.agent or (saved and saved["agent"]) or "sac"
-        if known.resume and known.agent and known.agent != saved["agent"]:
-            raise ConfigError(f"--agent {known.agent} does not match the resumed run's agent {saved['agent']!r}")
-        agent = get_agent(agent_name)
-        if known.resume:
-            run = config_from_dict(RunConfig, {**saved["run"], "run_dir": known.resume})
-            loop = config_from_dict(LoopConfig, saved["loop"])
-            agent_cfg = config_from_dict(agent.Config, saved["agent_config"])
-        elif known.config:
-            for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
-                configs.check_fields(cls, saved[section], f"config {known.config} [{section}]")
-            run = config_from_dict(RunConfig, saved["run"])
-            loop = dataclasses.replace(default_loop_config(agent), **saved["loop"])
-            agent_cfg = config_from_dict(agent.Config, saved["agent_config"])
-        else:
-            run, loop, agent_cfg = RunConfig(), default_loop_config(agent), agent.Config()
+        saved = rundir.load_saved(known.resume) if known.resume else None
+        base = rundir.resolve(known.agent, known.config, saved, known.resume)
     except ConfigError as e:
         return _error(str(e))
 
+    agent = base.agent
     name = agent.name
     Args = dataclasses.make_dataclass("TrainArgs", [
         ("run", Annotated[RunConfig, tyro.conf.OmitArgPrefixes]),
         ("loop", Annotated[LoopConfig, tyro.conf.OmitArgPrefixes]),
         (name, Annotated[agent.Config, tyro.conf.arg(name=name)]),
     ])
-    args = tyro.cli(Args, args=rest, default=Args(run, loop, agent_cfg), prog="jaxrl train",
-                    description=f"Train {name}. Agent flags: --{name.replace('_', '-')}.*; --agent NAME picks another agent, "
-                                "--resume RUN_DIR continues a run.")
+    args = tyro.cli(Args, args=rest, default=Args(base.run, base.loop, base.agent_cfg), prog="jaxrl train",
+                    description=f"Train {name}. Agent flags: --{name.replace('_', '-')}.*; --agent NAME picks another "
+                                "agent, --resume RUN_DIR continues a run (numeric agent fields and --steps may change "
+                                "there; fields the checkpoint fixes may not). Exit codes: 0 done (or already "
+                                "finished), 2 bad input, 3 non-finite loss, 4 a write failed (disk full or read-only), "
+                                "128+N stopped by signal N after a checkpoint.")
     run, loop, agent_cfg = args.run, args.loop, getattr(args, name)
-    if known.resume and os.path.abspath(run.run_dir) != os.path.abspath(known.resume):
-        return _error(f"--run-dir {run.run_dir} differs from --resume {known.resume}; a resumed run stays in place")
-    if run.run_dir is None:
-        stamp = time.strftime("%Y%m%d-%H%M%S")
-        run = dataclasses.replace(run, run_dir=os.path.join("runs", f"{name}-{run.env.replace('/', '-')}-{stamp}"))
-    members = None
-    if saved and saved.get("members"):  # a sweep group resumes with its own members
-        members = [(m["seed"], config_from_dict(agent.Config, m["agent_config"])) for m in saved["members"]]
+    created = None
     try:
-        summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=members)
+        if known.resume and os.path.abspath(run.run_dir) != os.path.abspath(known.resume):
+            raise ConfigError(f"--run-dir {run.run_dir} differs from --resume {known.resume}; a resumed run stays "
+                              "in place")
+        if known.resume and run.overwrite:
+            raise ConfigError("--overwrite cannot be combined with --resume (it would delete the run to resume)")
+        if run.run_dir is None:
+            created = rundir.default_run_dir(name, run.env)
+            run = dataclasses.replace(run, run_dir=created)
+        summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members)
     except ConfigError as e:
+        if created and not os.listdir(created):
+            os.rmdir(created)  # the fresh default directory stays only if the run wrote something
         return _error(str(e))
     except NonFiniteError as e:
         return _error(str(e), code=3)
+    except WriteError as e:
+        return _error(str(e), code=4)
+    except Interrupted as e:
+        print(f"jaxrl: {e}", file=sys.stderr, flush=True)
+        return 128 + e.signum
     print(f"final eval return {summary['final_eval_return']:.2f} after {summary['env_steps']} env steps "
-          f"({summary['env_steps_per_s']:.0f} env steps/s, compile {summary['compile_s']:.1f} s); "
-          f"outputs in {run.run_dir}")
+          f"({(summary.get('env_steps_per_s') or 0):.0f} env steps/s, compile {(summary.get('compile_s') or 0):.1f} s);"
+          f" outputs in {run.run_dir}")
     return 0
 
 

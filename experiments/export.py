@@ -30,22 +30,22 @@ def restore_run(run_dir: str, step: int | None = None) -> SimpleNamespace:
     trainer, state, step."""
     import jax
 
-    from agents import get_agent
-    from experiments.train import RunConfig, config_from_dict, load_run_config, make_envs, setup_jax
+    from experiments import rundir
+    from experiments.train import make_envs, setup_jax
     from jaxrl import checkpoint
-    from jaxrl.loop import LoopConfig, make_train
+    from jaxrl.loop import make_train
 
-    saved = load_run_config(run_dir)
-    agent = get_agent(saved["agent"])
-    run = config_from_dict(RunConfig, {**saved["run"], "run_dir": run_dir})
-    loop = config_from_dict(LoopConfig, saved["loop"])
-    agent_cfg = config_from_dict(agent.Config, saved["agent_config"])
-    members = [(m["seed"], config_from_dict(agent.Config, m["agent_config"])) for m in members_of(saved)]
+    saved = rundir.load_saved(run_dir)
+    resolved = rundir.resolve(saved=saved, run_dir=run_dir)
+    agent, run, loop, agent_cfg = resolved.agent, resolved.run, resolved.loop, resolved.agent_cfg
+    members = resolved.members or [(run.seed + k, agent_cfg) for k in range(run.seeds)]
     setup_jax(dataclasses.replace(run, distributed=False))
     env, eval_env = make_envs(run, loop)
     trainer = make_train(agent, env, eval_env, loop, agent_cfg)
     abstract = jax.eval_shape(lambda: trainer.init_members([s for s, _ in members], [c for _, c in members]))
-    state, step = checkpoint.restore(os.path.join(run_dir, "checkpoints"), abstract, step)
+    state, step = checkpoint.restore(os.path.join(run_dir, "checkpoints"), abstract, step, on_damaged=lambda s, why:
+                                     rundir.note(f"checkpoint at env step {s} of {run_dir} is damaged ({why}); "
+                                                 "using the newest intact one"))
     return SimpleNamespace(agent=agent, run=run, loop=loop, agent_cfg=agent_cfg, members=members, spec=env.spec,
                            trainer=trainer, state=state, step=step)
 
@@ -58,41 +58,38 @@ def take_member(state, k: int):
 
 
 def export_member(run_dir: str, member: int, out_dir: str) -> str:
-    from experiments.train import config_to_dict, load_run_config
+    from experiments import rundir
     from jaxrl import checkpoint
-    from jaxrl.logging import write_json
+    from jaxrl.logging import read_rows, write_json, write_text_atomic
 
-    saved = load_run_config(run_dir)
+    saved = rundir.load_saved(run_dir)
     listed = members_of(saved)
     if not 0 <= member < len(listed):
         raise ConfigError(f"--member {member} is out of range: {run_dir} has members 0..{len(listed) - 1}")
-    if os.path.exists(os.path.join(out_dir, "config.json")):
-        raise ConfigError(f"--out {out_dir} already holds a run (config.json); choose a new directory")
+    if rundir.run_files(out_dir):
+        raise ConfigError(f"--out {out_dir} already holds a run ({', '.join(rundir.run_files(out_dir))}); choose a "
+                          "new directory")
+    rundir.check_location(out_dir)
     restored = restore_run(run_dir)
     agent, loop, state, step = restored.agent, restored.loop, restored.state, restored.step
     seed, cfg = restored.members[member]
     os.makedirs(out_dir, exist_ok=True)
     run = dataclasses.replace(restored.run, seed=seed, seeds=1, run_dir=out_dir, shard_members=False)
     write_json(os.path.join(out_dir, "config.json"), {
-        "agent": agent.name, "run": config_to_dict(run), "loop": config_to_dict(loop),
-        "agent_config": config_to_dict(cfg), "resolved": saved.get("resolved", {}),
+        "agent": agent.name, "run": rundir.config_to_dict(run), "loop": rundir.config_to_dict(loop),
+        "agent_config": rundir.config_to_dict(cfg), "resolved": saved.get("resolved", {}),
         "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step}})
     checkpoint.save(checkpoint.manager(os.path.join(out_dir, "checkpoints"), run.keep_checkpoints), step,
                     take_member(state, member))
     label = "member" if saved.get("members") else "seed"
     rows = []
-    history_path = os.path.join(run_dir, "metrics.jsonl")
-    if os.path.exists(history_path):
-        with open(history_path) as f:
-            for row in map(json.loads, f):
-                if row["env_steps"] > step:
-                    continue
-                own = {n: v for n, v in row.items() if f"/{label}" not in n}
-                own.update({n[: -len(f"/{label}{member}")]: v for n, v in row.items()
-                            if n.endswith(f"/{label}{member}")})
-                rows.append(own)
-    with open(os.path.join(out_dir, "metrics.jsonl"), "w") as f:
-        f.writelines(json.dumps(r) + "\n" for r in rows)
+    for row in read_rows(os.path.join(run_dir, "metrics.jsonl")):
+        if row["env_steps"] > step:
+            continue
+        own = {n: v for n, v in row.items() if f"/{label}" not in n}
+        own.update({n[: -len(f"/{label}{member}")]: v for n, v in row.items() if n.endswith(f"/{label}{member}")})
+        rows.append(own)
+    write_text_atomic(os.path.join(out_dir, "metrics.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
     return out_dir
 
 

@@ -79,7 +79,8 @@ def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: in
               overrides: list[str]) -> Plan:
     from agents import get_agent
     from experiments import configs
-    from experiments.train import RunConfig, config_from_dict
+    from experiments.rundir import config_from_dict
+    from experiments.train import RunConfig
     from jaxrl.loop import LoopConfig, default_loop_config
 
     saved = configs.load(config)
@@ -127,17 +128,15 @@ def _parse_value(text: str):
 
 
 def run_tasks(plan: Plan, out_dir: str, quiet: bool = False) -> None:
-    from experiments.train import has_checkpoint, train
+    from experiments.train import continue_or_start
 
     for task in plan.tasks:
         run_dir = os.path.join(out_dir, "runs", task.replace("/", "-"))
-        if os.path.exists(os.path.join(run_dir, "summary.json")):
-            continue
-        resume = has_checkpoint(run_dir)
         run = dataclasses.replace(plan.run, env=task, seeds=plan.seeds, run_dir=run_dir)
         if not quiet:
             print(f"{task}: {plan.seeds} seed(s) x {plan.loop.steps} env steps -> {run_dir}", flush=True)
-        train(plan.agent, run, plan.loop, plan.agent_cfg, resume=resume, quiet=quiet)
+        # A finished run of the same protocol is reused, an interrupted one continued, one of other settings refused.
+        continue_or_start(plan.agent, run, plan.loop, plan.agent_cfg, quiet=quiet)
 
 
 def curves(run_dir: str) -> tuple[np.ndarray, np.ndarray]:

@@ -1,16 +1,24 @@
-"""``jaxrl train``: build envs, agent and loop from the configs, run chunks, log, checkpoint, resume."""
+"""``jaxrl train``: build envs, agent and loop from the configs, run chunks, log, checkpoint, resume.
+
+The run directory's mechanics (creation, lock, config resolution, resume rules) live in ``experiments.rundir``;
+checkpoints and their verification in ``jaxrl.checkpoint``. This module is the command: it composes them.
+"""
 from __future__ import annotations
 
 import dataclasses
 import json
 import math
 import os
+import signal
 import sys
+import threading
 import time
-import typing
 from typing import Any
 
-from jaxrl import ConfigError
+from experiments import rundir
+from experiments.rundir import config_from_dict, config_to_dict  # noqa: F401 - re-exported for callers
+from jaxrl import ConfigError, checks
+from jaxrl.checkpoint import WriteError  # noqa: F401 - re-exported: the CLI maps it to exit code 4
 from jaxrl.loop import LoopConfig
 
 DEFAULT_ENV = "dmc/CartpoleSwingup"
@@ -27,9 +35,15 @@ class RunConfig:
     seeds: int = 1
     """independent seeds trained together as one vmapped program"""
     run_dir: str | None = None
-    """output directory (default runs/<agent>-<env>-<time>)"""
+    """output directory (default runs/<agent>-<env>-<time>-<random>); never one that already holds a run"""
+    overwrite: bool = False
+    """replace the run that run_dir holds (its files are removed first); without it such a run_dir is refused"""
     checkpoint_every: int = 0
-    """env steps between checkpoints of the whole training state (0: only at the end)"""
+    """env steps between checkpoints (0: off); checkpoints are also written every checkpoint_minutes, at the end,
+    and when SIGTERM / SIGINT / SIGUSR2 stops the run"""
+    checkpoint_minutes: float = 10.0
+    """wall-clock minutes between checkpoints, checked at chunk boundaries (0: off): a killed run loses at most
+    this plus one chunk"""
     keep_checkpoints: int = 3
     """how many of the latest checkpoints to keep"""
     deterministic: bool = False
@@ -44,23 +58,6 @@ class RunConfig:
     """split the members (seeds x swept configs) over all devices with jax.sharding when there are several"""
     distributed: bool = False
     """call jax.distributed.initialize() first (multi-host: one process per host, e.g. under SLURM)"""
-
-
-def config_to_dict(cfg) -> dict[str, Any]:
-    return dataclasses.asdict(cfg)
-
-
-def config_from_dict(cls, data: dict[str, Any]):
-    """Inverse of ``config_to_dict`` for flat dataclasses (JSON lists back to tuples)."""
-    hints = typing.get_type_hints(cls)
-    kwargs = {}
-    for f in dataclasses.fields(cls):
-        if f.name in data:
-            value = data[f.name]
-            if isinstance(value, list) and "tuple" in str(hints.get(f.name, "")):
-                value = tuple(value)
-            kwargs[f.name] = value
-    return cls(**kwargs)
 
 
 def setup_jax(run: RunConfig) -> None:
@@ -88,39 +85,141 @@ def make_envs(run: RunConfig, loop: LoopConfig):
 
 
 def has_checkpoint(run_dir: str) -> bool:
-    """Whether a run directory holds a checkpoint to resume from (sweeps and reproduce rerun into it)."""
-    checkpoints = os.path.join(run_dir, "checkpoints")
-    return os.path.isdir(checkpoints) and bool(os.listdir(checkpoints))
+    """Whether a run directory holds a checkpoint to resume from."""
+    from jaxrl import checkpoint
+
+    return bool(checkpoint.steps(os.path.join(run_dir, "checkpoints")))
 
 
 def validate(run: RunConfig, loop: LoopConfig) -> None:
     for name in ("seeds", "keep_checkpoints"):
-        if getattr(run, name) <= 0:
-            raise ConfigError(f"{name} must be a positive integer, got {getattr(run, name)}")
-    if run.checkpoint_every < 0:
-        raise ConfigError(f"checkpoint_every must be >= 0 env steps (0: only at the end), got {run.checkpoint_every}")
+        value = getattr(run, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise ConfigError(f"{name} must be a positive integer, got {value!r}")
+    if not isinstance(run.checkpoint_every, int) or run.checkpoint_every < 0:
+        raise ConfigError(f"checkpoint_every must be an integer >= 0 env steps (0: off), got {run.checkpoint_every!r}")
+    if not (isinstance(run.checkpoint_minutes, (int, float)) and math.isfinite(run.checkpoint_minutes)
+            and run.checkpoint_minutes >= 0):
+        raise ConfigError(f"checkpoint_minutes must be a finite number >= 0 (0: off), got {run.checkpoint_minutes!r}")
+    checks.check_seed(run.seed, run.seeds)
+    if run.playground_impl not in ("jax", "warp"):
+        raise ConfigError(f"playground_impl={run.playground_impl!r} is not one of: jax, warp")
+    if run.playground_impl == "warp":
+        import importlib.util
+
+        if importlib.util.find_spec("mujoco_warp") is None:
+            raise ConfigError("playground_impl=warp needs the mujoco_warp package, which is not installed here; "
+                              "use --playground-impl jax (MJX), which runs on every JAX backend")
+    from jaxrl.loop import make_schedule
+
+    make_schedule(loop)
 
 
 class NonFiniteError(RuntimeError):
     pass
 
 
+class Interrupted(RuntimeError):
+    """A signal stopped the run at a chunk boundary after its state was checkpointed."""
+
+    def __init__(self, signum: int, env_steps: int, run_dir: str):
+        self.signum = signum
+        name = signal.Signals(signum).name
+        super().__init__(f"stopped by {name} at env step {env_steps} with a checkpoint of the whole state; "
+                         f"continue with: jaxrl train --resume {run_dir}")
+
+
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR2") if hasattr(signal, name))
+
+
+class _StopRequests:
+    """SIGINT / SIGTERM / SIGUSR2 (SLURM's and submitit's warning before a time limit or preemption) only ask the
+    loop to stop: it finishes the chunk, writes a checkpoint, and then stops. Further signals while that happens
+    are noted and wait for it. Handlers can only be installed from the main thread; elsewhere, none are."""
+
+    def __init__(self):
+        self.signum: int | None = None
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self):
+        if threading.current_thread() is threading.main_thread():
+            for signum in STOP_SIGNALS:
+                self.previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def _handle(self, signum, frame):
+        first = self.signum is None
+        self.signum = self.signum or signum
+        what = "stopping after this chunk's checkpoint" if first else "already stopping; waiting for the checkpoint"
+        os.write(2, f"jaxrl: {signal.Signals(signum).name} received: {what}\n".encode())
+
+    def __exit__(self, *exc):
+        for signum, handler in self.previous.items():
+            signal.signal(signum, handler)
+
+    def forward(self) -> None:
+        """After the checkpoint: hand the signal to the handler that was there before (submitit's requeue on
+        SIGUSR2), so a launcher's own preemption logic runs too."""
+        handler = self.previous.get(self.signum)
+        if callable(handler) and handler not in (signal.default_int_handler,):
+            handler(self.signum, None)
+
+
+def _members(run: RunConfig, agent_cfg, members):
+    if members is None:
+        return run, [(run.seed + k, agent_cfg) for k in range(run.seeds)], False
+    return dataclasses.replace(run, seeds=len(members)), list(members), True
+
+
+def _check_memory(trainer, eval_env, members, seeds: int, key_fn) -> int:
+    """Bytes of the whole training state plus the evaluation envs, against the device's memory; returns the
+    state's bytes (what one checkpoint writes)."""
+    import jax
+
+    from jaxrl import buffer as buffer_lib
+    from jaxrl.checkpoint import state_bytes
+
+    abstract = jax.eval_shape(key_fn)
+    eval_bytes = state_bytes(jax.eval_shape(lambda k: eval_env.reset(k, eval_env.num_envs), jax.random.PRNGKey(0)))
+    total, available = state_bytes(abstract) + seeds * eval_bytes, buffer_lib.available_bytes()
+    if total > available:
+        raise ConfigError(f"the run needs {total / 2**30:.2f} GiB ({seeds} member(s): replay buffer, envs and agent "
+                          f"{state_bytes(abstract) / 2**30:.2f} GiB, evaluation envs {seeds * eval_bytes / 2**30:.2f}"
+                          f" GiB) but only {available / 2**30:.2f} GiB is available; lower buffer_size, num_envs, "
+                          "num_eval_envs or seeds")
+    return state_bytes(abstract)
+
+
 def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = False, quiet: bool = False,
           members: list[tuple[int, Any]] | None = None):
-    """Train and write the run directory; returns (summary dict, final state). Raises ConfigError on bad input.
+    """Train and write the run directory; returns (summary dict, final state). Raises ConfigError on bad input
+    (before anything is written), NonFiniteError, WriteError (disk full / read-only), Interrupted (a signal).
 
     ``members``: (seed, agent config) per member of one vmapped program (a sweep group); every config must share
     ``agent_cfg``'s static fields. Default: ``run.seeds`` members with seeds ``run.seed + k`` and ``agent_cfg``.
+    ``resume``: continue ``run.run_dir`` from its newest intact checkpoint; fields of the request that differ
+    from its ``config.json`` follow ``rundir.resume_request``.
     """
     from jaxrl import buffer as buffer_lib
 
-    if members is None:
-        members = [(run.seed + k, agent_cfg) for k in range(run.seeds)]
-        custom_members = False
-    else:
-        run = dataclasses.replace(run, seeds=len(members))
-        custom_members = True
+    from jaxrl.loop import learning_starts
+
+    run, members, custom_members = _members(run, agent_cfg, members)
     validate(run, loop)
+    # Written down as the number it resolves to, so a resume with a larger --steps keeps the run's own value.
+    loop = dataclasses.replace(loop, learning_starts=learning_starts(loop))
+    for _, cfg in members:
+        agent.check_config(cfg)
+    run_dir = run.run_dir
+    if run_dir is None:
+        raise ConfigError("run_dir is required (the CLI picks runs/<agent>-<env>-<time>-<random> by default)")
+    saved, request = None, None
+    if resume:
+        saved = rundir.load_saved(run_dir)
+        request = rundir.resume_request(agent, saved, run, loop, agent_cfg)
+        _check_resumed_members(agent, saved, run_dir, members, custom_members, request)
+    else:
+        rundir.check_new(run_dir, run.overwrite)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
     env, eval_env = make_envs(run, loop)
     spec = env.spec
@@ -129,90 +228,183 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     buffer_lib.check_fits(nbytes, run.seeds)
 
     import jax
-    import numpy as np
 
     from jaxrl import checkpoint
     from jaxrl import sharding as sharding_lib
-    from jaxrl.logging import RunLogger, write_json
     from jaxrl.loop import make_train
 
-    run_dir = run.run_dir
     ckpt_dir = os.path.join(run_dir, "checkpoints")
-    resume_step = checkpoint.latest_step(ckpt_dir) if resume else None
-
     trainer = make_train(agent, env, eval_env, loop, agent_cfg)
     seeds, configs = [seed for seed, _ in members], [cfg for _, cfg in members]
     mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
     init = lambda: trainer.init_members(seeds, configs, mesh)  # noqa: E731
+    ckpt_bytes = _check_memory(trainer, eval_env, members, run.seeds, lambda: trainer.init_members(seeds, configs))
     chunk_steps = trainer.schedule.chunk_env_steps
     total_chunks = max(1, math.ceil(loop.steps / chunk_steps))
-    ckpt_every_chunks = max(1, math.ceil(run.checkpoint_every / chunk_steps)) if run.checkpoint_every else None
+    target_steps = total_chunks * chunk_steps
+    if resume:
+        if request.agent_fields:
+            rundir.check_applicable(agent, spec, rundir.resolve(saved=saved, run_dir=run_dir).agent_cfg, request)
+        done = max(checkpoint.steps(ckpt_dir), default=None)
+        if done is None:
+            raise ConfigError(f"no checkpoint in {ckpt_dir}: the run stopped before its first one; start it again "
+                              f"with --overwrite")
+        if loop.steps < done:
+            raise ConfigError(f"--steps {loop.steps} is fewer than the {done} env steps {run_dir} has done; pass "
+                              f"--steps >= {done} (larger continues the run)")
+    rundir.check_disk(run_dir, ckpt_bytes, "one checkpoint of this run's state")
 
     # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.
     primary = jax.process_index() == 0
-    os.makedirs(run_dir, exist_ok=True)
+    lock = rundir.RunLock(run_dir).acquire() if primary else None
+    try:
+        return _train_locked(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,
+                             init, target_steps, total_chunks, primary, quiet)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _check_resumed_members(agent, saved, run_dir, members, custom_members, request) -> None:
+    """A sweep group resumes only with its own members (seeds and configs, apart from the requested changes)."""
+    if not custom_members:
+        return
+    base = rundir.resolve(saved=saved, run_dir=run_dir)
+    changed = {f: request.changes[f"agent_config.{f}"][1] for f in request.agent_fields}
+    expected = [(seed, cfg.replace(**changed)) for seed, cfg in (base.members or [])]
+    if expected != [(seed, cfg) for seed, cfg in members]:
+        raise ConfigError(f"--resume {run_dir}: the requested members (seeds and configs) are not the ones that run "
+                          "trained; a sweep must rerun it into a new directory")
+
+
+def _train_locked(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh, init,
+                  target_steps, total_chunks, primary, quiet):
+    import jax
+    import numpy as np
+
+    from jaxrl import checkpoint
+    from jaxrl import sharding as sharding_lib
+    from jaxrl.logging import RunLogger
+    from jaxrl.loop import stack_configs
+
+    run_dir, ckpt_dir = run.run_dir, os.path.join(run.run_dir, "checkpoints")
+    chunk_steps = trainer.schedule.chunk_env_steps
+    resume = saved is not None
+    t_start = time.perf_counter()
+    compile_s = 0.0
+    t0 = time.perf_counter()
+    resume_step = None
+    abstract = jax.eval_shape(init)
+    if mesh is not None:
+        shardings = sharding_lib.state_shardings(abstract, mesh)
+        abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract,
+                                shardings)
+    if resume:
+        damaged = []
+        state, resume_step = checkpoint.restore(ckpt_dir, abstract, on_damaged=lambda s, why: damaged.append((s, why)))
+        for step, why in damaged:
+            if primary:
+                where = checkpoint.set_aside(ckpt_dir, step, os.path.join(run_dir, "damaged_checkpoints"))
+                rundir.note(f"checkpoint at env step {step} is damaged ({why}); moved to {where}; "
+                            f"resuming from env step {resume_step}")
+        if resume_step >= target_steps:
+            return _finished(agent, run, saved, resume_step, state, quiet), state
+        if request.agent_fields:
+            state = state.replace(hparams=jax.tree.map(
+                lambda new, old: jax.device_put(new.astype(old.dtype), old.sharding),
+                stack_configs([cfg for _, cfg in members], agent_cfg), state.hparams))
+    else:
+        if primary:
+            rundir.check_new(run_dir, run.overwrite)  # again under the lock: another launch may have won the race
+            if run.overwrite:
+                rundir.remove_run_files(run_dir)
+        state = init()
+    jax.block_until_ready(state)
+    compile_s += time.perf_counter() - t0
+
+    changes = list(saved.get("changes", [])) if resume else []
+    if request is not None and request.changes:
+        changes.append({"env_step": resume_step,
+                        "fields": {name: [old, new] for name, (old, new) in request.changes.items()}})
     if primary:
-        write_json(os.path.join(run_dir, "config.json"), {
+        _write_or_fail(os.path.join(run_dir, "config.json"), {
             "agent": agent.name, "run": config_to_dict(run), "loop": config_to_dict(loop),
             "agent_config": config_to_dict(agent_cfg),
             **({"members": [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in members]}
                if custom_members else {}),
-            "resolved": {"chunk_env_steps": chunk_steps, "chunks": total_chunks,
-                         "env_steps": total_chunks * chunk_steps,
+            **({"changes": changes} if changes else {}),
+            "resolved": {"chunk_env_steps": chunk_steps, "chunks": total_chunks, "env_steps": target_steps,
                          "devices": 1 if mesh is None else mesh.devices.size, **trainer.schedule._asdict()}})
+    logged_hparams = sorted({name.partition(".")[2] for c in changes for name in c["fields"]
+                             if name.startswith("agent_config.")})
+    hparam_columns = {f"hparams/{name}": np.asarray([float(getattr(cfg, name)) for _, cfg in members])
+                      for name in logged_hparams}
 
-    t_start = time.perf_counter()
-    compile_s = 0.0
-    t0 = time.perf_counter()
-    if resume:
-        abstract = jax.eval_shape(init)
-        if mesh is not None:
-            shardings = sharding_lib.state_shardings(abstract, mesh)
-            abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract,
-                                    shardings)
-        state, resume_step = checkpoint.restore(ckpt_dir, abstract, resume_step)
-    else:
-        state = init()
-    jax.block_until_ready(state)
-    compile_s += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    run_chunk = trainer.run_chunk.lower(state).compile()
-    compile_s += time.perf_counter() - t0
-
-    logger = RunLogger(run_dir, resume_from_step=resume_step, member_label="member" if custom_members else "seed",
-                       write=primary)
-    mngr = checkpoint.manager(ckpt_dir, run.keep_checkpoints)
-    start_chunk = int(state.env_steps) // chunk_steps
-    progress = _Progress(total_chunks * chunk_steps, start_chunk * chunk_steps, quiet or not primary)
-    run_s = 0.0
-    steps_run = 0
-    row: dict[str, Any] = {}
-    last_eval = np.full((run.seeds,), np.nan)
+    stop = _StopRequests().__enter__()
     try:
-        for chunk in range(start_chunk, total_chunks):
-            t0 = time.perf_counter()
-            state, metrics = run_chunk(state)
-            metrics = sharding_lib.to_host(metrics)
-            run_s += time.perf_counter() - t0
-            steps_run += chunk_steps
-            env_steps = int(metrics["env_steps"])
-            bad = {name: int(np.min(s[s >= 0])) for name, s in metrics["nonfinite_step"].items() if np.any(s >= 0)}
-            if bad:
-                name, step = min(bad.items(), key=lambda kv: kv[1])
-                raise NonFiniteError(f"non-finite {name} at env step {step}; stopped, the last good checkpoint "
-                                     f"({_latest(mngr)}) is kept")
-            metrics["env_steps_per_s"] = steps_run / max(run_s, 1e-9)
-            metrics["wall_s"] = time.perf_counter() - t_start
-            row = logger.log(metrics)
-            last_eval = np.atleast_1d(metrics["eval/return"])
-            progress.update(env_steps, row)
-            done = chunk + 1 == total_chunks
-            if done or (ckpt_every_chunks and (chunk + 1) % ckpt_every_chunks == 0):
+        t0 = time.perf_counter()
+        run_chunk = trainer.run_chunk.lower(state).compile()
+        compile_s += time.perf_counter() - t0
+        logger = RunLogger(run_dir, resume_from_step=resume_step, member_label="member" if custom_members else "seed",
+                           write=primary)
+        mngr = checkpoint.manager(ckpt_dir, run.keep_checkpoints)
+        start_chunk = int(state.env_steps) // chunk_steps
+        progress = _Progress(total_chunks * chunk_steps, start_chunk * chunk_steps, quiet or not primary)
+        run_s, steps_run = 0.0, 0
+        last_eval = np.full((run.seeds,), np.nan)
+        last_save = time.perf_counter()
+        saved_step = resume_step
+
+        def save(env_steps):
+            nonlocal last_save, saved_step
+            if saved_step != env_steps:
                 checkpoint.save(mngr, env_steps, state)
-                logger.plot(f"{agent.name} on {run.env}")
+                saved_step = env_steps
+            last_save = time.perf_counter()
+
+        try:
+            if stop.signum is not None:  # a signal during compilation: keep the initial state too
+                save(int(state.env_steps))
+                raise Interrupted(stop.signum, int(state.env_steps), run_dir)
+            for chunk in range(start_chunk, total_chunks):
+                t0 = time.perf_counter()
+                state, metrics = run_chunk(state)
+                metrics = sharding_lib.to_host(metrics)
+                run_s += time.perf_counter() - t0
+                steps_run += chunk_steps
+                env_steps = int(metrics["env_steps"])
+                bad = {name: int(np.min(s[s >= 0])) for name, s in metrics["nonfinite_step"].items()
+                       if np.any(s >= 0)}
+                if bad:
+                    name, step = min(bad.items(), key=lambda kv: kv[1])
+                    good = checkpoint.latest_intact_step(ckpt_dir, abstract)
+                    kept = "none was saved" if good is None else f"env step {good}"
+                    raise NonFiniteError(f"non-finite {name} at env step {step}; stopped, the last good checkpoint "
+                                         f"({kept}) is kept")
+                metrics["env_steps_per_s"] = steps_run / max(run_s, 1e-9)
+                metrics["wall_s"] = time.perf_counter() - t_start
+                metrics.update(hparam_columns)
+                row = logger.log(metrics)
+                last_eval = np.atleast_1d(metrics["eval/return"])
+                progress.update(env_steps, row)
+                done = chunk + 1 == total_chunks
+                by_steps = run.checkpoint_every and env_steps // run.checkpoint_every > (
+                    (env_steps - chunk_steps) // run.checkpoint_every)
+                by_time = run.checkpoint_minutes and time.perf_counter() - last_save >= 60 * run.checkpoint_minutes
+                if done or by_steps or by_time or stop.signum is not None:
+                    save(env_steps)
+                    logger.plot(f"{agent.name} on {run.env}")
+                if stop.signum is not None and not done:
+                    raise Interrupted(stop.signum, env_steps, run_dir)
+        finally:
+            progress.close()
+            logger.close()
+    except Interrupted:
+        stop.__exit__()
+        stop.forward()  # e.g. submitit requeues the job here (and exits)
+        raise
     finally:
-        progress.close()
-        logger.close()
+        stop.__exit__()
     summary = {
         "agent": agent.name, "env": run.env, "env_steps": int(state.env_steps), "seeds": run.seeds,
         "seed": run.seed, "updates": int(state.updates),
@@ -225,13 +417,70 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
         summary["members"] = [{"seed": seed, "agent_config": config_to_dict(cfg), "final_eval_return": float(ret)}
                               for (seed, cfg), ret in zip(members, last_eval)]
     if primary:
-        write_json(os.path.join(run_dir, "summary.json"), summary)
+        _write_or_fail(os.path.join(run_dir, "summary.json"), summary)
     return summary, state
 
 
-def _latest(mngr) -> str:
-    step = mngr.latest_step()
-    return "none saved yet" if step is None else f"env step {step}"
+def _write_or_fail(path: str, data: dict) -> None:
+    from jaxrl import checkpoint
+
+    try:
+        rundir.write_json(path, data)
+    except OSError as e:
+        if checkpoint.disk_error(e) is None:
+            raise
+        raise checkpoint.write_failure(path, len(json.dumps(data, default=str)), checkpoint.disk_error(e)) from None
+
+
+def _finished(agent, run, saved, step, state, quiet) -> dict:
+    """``--resume`` of a run that has done its steps: nothing changes (its summary is rebuilt from the metrics
+    only if a kill came between the last checkpoint and summary.json)."""
+    path = os.path.join(run.run_dir, "summary.json")
+    if not quiet:
+        rundir.note(f"run {run.run_dir} is finished ({step} env steps); nothing to do (a larger --steps continues it)")
+    if os.path.exists(path):
+        with open(path) as f:
+            return json.load(f)
+    import numpy as np
+
+    from jaxrl.logging import read_rows
+
+    rows = read_rows(os.path.join(run.run_dir, "metrics.jsonl"))
+    last = rows[-1] if rows else {}
+    label = "member" if saved.get("members") else "seed"
+    per_member = [last.get(f"eval/return/{label}{k}", last.get("eval/return", float("nan"))) for k in range(run.seeds)]
+    summary = {"agent": agent.name, "env": run.env, "env_steps": step, "seeds": run.seeds, "seed": run.seed,
+               "updates": int(state.updates), "final_eval_return": float(np.nanmean(per_member)) if rows else None,
+               "final_eval_return_per_seed": per_member, "env_steps_per_s": last.get("env_steps_per_s"),
+               "compile_s": None, "run_s": None, "wall_s": last.get("wall_s"), "resumed_from": step}
+    _write_or_fail(path, summary)
+    return summary
+
+
+def continue_or_start(agent, run: RunConfig, loop: LoopConfig, agent_cfg, members=None, quiet: bool = False):
+    """What sweeps and ``jaxrl reproduce`` do with their own run directories: start the run, continue it if the
+    directory holds this very run (same configs; a larger ``steps`` continues), reuse it if it is finished, and
+    refuse in one line if it holds a run of other settings (nothing is ever relabelled)."""
+    run_dir = run.run_dir
+    if not rundir.run_files(run_dir):
+        return train(agent, run, loop, agent_cfg, quiet=quiet, members=members)
+    saved = rundir.load_saved(run_dir)
+    request = rundir.resume_request(agent, saved, run, loop, agent_cfg)
+    # Run fields other than RUN_FIXED (checkpoint cadence, cache, ...) and a larger steps do not change results.
+    defining = [f"run.{f}" for f in rundir.RUN_FIXED]
+    different = {name: change for name, change in request.changes.items()
+                 if name in defining or name.split(".")[0] in ("loop", "agent_config") and name != "loop.steps"}
+    if members is not None:
+        base = rundir.resolve(saved=saved, run_dir=run_dir)
+        if base.members != list(members):
+            different["members"] = ("...", "...")
+    if different:
+        name, (old, new) = next(iter(different.items()))
+        raise ConfigError(f"{run_dir} holds a run with other settings ({name}: {old!r} there, {new!r} now); "
+                          "results are never relabelled: choose another output directory")
+    if not has_checkpoint(run_dir):
+        return train(agent, dataclasses.replace(run, overwrite=True), loop, agent_cfg, quiet=quiet, members=members)
+    return train(agent, run, loop, agent_cfg, resume=True, quiet=quiet, members=members)
 
 
 class _Progress:
@@ -265,11 +514,5 @@ class _Progress:
 
 
 def load_run_config(run_dir: str) -> dict[str, Any]:
-    path = os.path.join(run_dir, "config.json")
-    if not os.path.exists(path):
-        raise ConfigError(f"cannot resume {run_dir!r}: no config.json there (not a jaxrl run directory)")
-    try:
-        with open(path) as f:
-            return json.load(f)
-    except (OSError, json.JSONDecodeError) as e:
-        raise ConfigError(f"cannot resume {run_dir!r}: config.json is unreadable ({e})") from None
+    """A saved run's config.json (``rundir.load_saved``)."""
+    return rundir.load_saved(run_dir)

@@ -18,7 +18,8 @@ and, with defaults that fit model-free agents:
                                              (e.g. DSAC-T's 1 update per 20 env steps); flags still override
     check_config(cfg) -> None                raises ConfigError (one line) for impossible values; the loop calls
                                              it on the host with every member's concrete config before compiling,
-                                             because inside the program numeric fields are traced
+                                             because inside the program numeric fields are traced (helpers:
+                                             ``jaxrl.checks``; default: no checks)
 
 Numeric hyperparameters (learning rates, tau, gamma, ...) are pytree leaves of ``Config``: the training state
 holds each member's values as arrays (``TrainState.hparams``), so a sweep vmaps over them like over seeds, and

@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -30,12 +32,10 @@ class RunLogger:
         os.makedirs(run_dir, exist_ok=True)
         self.jsonl_path = os.path.join(run_dir, "metrics.jsonl")
         self.csv_path = os.path.join(run_dir, "metrics.csv")
-        if resume_from_step is not None and os.path.exists(self.jsonl_path):
+        if resume_from_step is not None:
             # Rows written after the checkpoint we resume from will be produced again: drop them.
-            with open(self.jsonl_path) as f:
-                self.rows = [r for r in map(json.loads, f) if r["env_steps"] <= resume_from_step]
-        with open(self.jsonl_path, "w") as f:
-            f.writelines(json.dumps(r) + "\n" for r in self.rows)
+            self.rows = [r for r in read_rows(self.jsonl_path) if r["env_steps"] <= resume_from_step]
+        self._write(self.jsonl_path, "".join(json.dumps(r) + "\n" for r in self.rows), atomic=True)
         self._rewrite_csv()
         from tensorboardX import SummaryWriter
 
@@ -56,8 +56,7 @@ class RunLogger:
         self.rows.append(row)
         if not self.write:
             return row
-        with open(self.jsonl_path, "a") as f:
-            f.write(json.dumps(row) + "\n")
+        self._write(self.jsonl_path, json.dumps(row) + "\n", atomic=False)
         self._rewrite_csv()
         for name, value in row.items():
             if f"/{self.member_label}" not in name and name != "env_steps" and np.isfinite(value):
@@ -68,10 +67,28 @@ class RunLogger:
     def _rewrite_csv(self):
         # Rewritten whole: columns can appear later (e.g. losses once learning starts); runs log few rows.
         columns = sorted({k for r in self.rows for k in r}, key=lambda k: (k not in ("env_steps", "updates"), k))
-        with open(self.csv_path, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=columns)
-            writer.writeheader()
-            writer.writerows(self.rows)
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, fieldnames=columns)
+        writer.writeheader()
+        writer.writerows(self.rows)
+        self._write(self.csv_path, text.getvalue(), atomic=True)
+
+    @staticmethod
+    def _write(path: str, text: str, atomic: bool) -> None:
+        """Append a line, or replace a whole file atomically (a crash leaves the old or the new file). A full or
+        read-only disk raises ``WriteError`` naming the path and the bytes."""
+        from jaxrl.checkpoint import disk_error, write_failure
+
+        try:
+            if atomic:
+                write_text_atomic(path, text)
+            else:
+                with open(path, "a") as f:
+                    f.write(text)
+        except OSError as e:
+            if disk_error(e) is None:
+                raise
+            raise write_failure(path, len(text.encode()), disk_error(e)) from None
 
     def plot(self, title: str) -> str | None:
         if not self.write:
@@ -105,8 +122,37 @@ class RunLogger:
             self.tb.close()
 
 
+def read_rows(path: str) -> list[dict[str, Any]]:
+    """The rows of a metrics.jsonl; a line a crash tore (the last one, half-written) is dropped with a note."""
+    if not os.path.exists(path):
+        return []
+    rows = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            try:
+                row = json.loads(line)
+                if not isinstance(row, dict) or "env_steps" not in row:
+                    raise ValueError("not a metrics row")
+                rows.append(row)
+            except ValueError:
+                print(f"jaxrl: dropped line {number} of {path}: it is torn or not a metrics row", file=sys.stderr)
+    return rows
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """Write, fsync, rename: a crash leaves either the old file or the new one, never a torn one."""
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        with open(tmp, "w", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
 def write_json(path: str, data: dict[str, Any]) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=True, default=str)
-    os.replace(tmp, path)
+    """Atomic (``write_text_atomic``)."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -19,7 +19,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from jaxrl import ConfigError
+from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl import sharding as sharding_lib
 from jaxrl.agent import Agent
@@ -40,8 +40,8 @@ class LoopConfig:
     """envs (= episodes) per deterministic evaluation"""
     eval_every: int = 10_000
     """env steps per chunk; one evaluation at the end of each (rounded up to whole update blocks)"""
-    learning_starts: int = 5_000
-    """env steps collected before the first update"""
+    learning_starts: int | None = None
+    """env steps collected before the first update; None: 5000, or a tenth of steps in runs shorter than 50k"""
     warmup: str = "uniform"
     """actions before learning_starts: uniform (random in [-1, 1]) or policy (the initial stochastic policy)"""
     updates_per_step: float = 1.0
@@ -74,32 +74,77 @@ class Schedule(NamedTuple):
         return self.env_steps_per_iter * self.block_iters * self.chunk_blocks
 
 
-def make_schedule(cfg: LoopConfig) -> Schedule:
+MAX_UPDATES_PER_STEP = 1024
+
+
+def _layout(cfg: LoopConfig) -> tuple[int, int, bool]:
+    """(batched steps, updates) per block for cfg's update-to-data ratio, and whether that ratio is exact."""
+    per_iter = cfg.updates_per_step * cfg.num_envs
+    if per_iter >= 1:
+        block_updates = round(per_iter)
+        return 1, block_updates, math.isclose(per_iter, block_updates, rel_tol=1e-6)
+    block_iters = round(1 / per_iter)
+    return block_iters, 1, math.isclose(1 / per_iter, block_iters, rel_tol=1e-6)
+
+
+def check_loop_config(cfg: LoopConfig) -> None:
+    """Raise ConfigError (one line) for LoopConfig values the loop cannot run; ``make_schedule`` calls it."""
     for field in ("steps", "num_envs", "num_eval_envs", "eval_every", "buffer_size", "action_repeat"):
         value = getattr(cfg, field)
-        if not isinstance(value, int) or value <= 0:
+        if (checks.as_int(value) or 0) <= 0:
             raise ConfigError(f"{field} must be a positive integer, got {value!r}")
-    if cfg.learning_starts < 0:
-        raise ConfigError(f"learning_starts must be >= 0 env steps, got {cfg.learning_starts}")
-    if not isinstance(cfg.pretrain_updates, int) or cfg.pretrain_updates < 0:
+    if cfg.learning_starts is not None and (checks.as_int(cfg.learning_starts) is None or cfg.learning_starts < 0):
+        raise ConfigError(f"learning_starts must be an integer >= 0 env steps, got {cfg.learning_starts!r}")
+    if cfg.learning_starts is not None and cfg.learning_starts >= cfg.steps:
+        raise ConfigError(f"learning_starts={cfg.learning_starts} must be < steps={cfg.steps} (updates start after "
+                          "learning_starts env steps: no update would happen before the run ends)")
+    if checks.as_int(cfg.pretrain_updates) is None or cfg.pretrain_updates < 0:
         raise ConfigError(f"pretrain_updates must be an integer >= 0, got {cfg.pretrain_updates!r}")
     if cfg.warmup not in ("uniform", "policy"):
         raise ConfigError(f"warmup={cfg.warmup!r} is not one of: uniform, policy")
-    if not cfg.updates_per_step > 0:
-        raise ConfigError(f"updates_per_step must be > 0, got {cfg.updates_per_step}")
+    checks.require(cfg, "updates_per_step", lambda x: 0 < x <= MAX_UPDATES_PER_STEP,
+                   f"a finite number in (0, {MAX_UPDATES_PER_STEP}] updates per transition")
+    if cfg.episode_length is not None and (checks.as_int(cfg.episode_length) or 0) <= 0:
+        raise ConfigError(f"episode_length must be a positive integer of env steps or None, got {cfg.episode_length!r}")
+    checks.positive(cfg, "reward_scale_max_return")
+
     per_iter = cfg.updates_per_step * cfg.num_envs
-    if per_iter >= 1:
-        block_iters, block_updates = 1, round(per_iter)
-        exact = math.isclose(per_iter, block_updates, rel_tol=1e-6)
-    else:
-        block_iters, block_updates = round(1 / per_iter), 1
-        exact = math.isclose(1 / per_iter, block_iters, rel_tol=1e-6)
+    if 1 / per_iter > checks.INT32_MAX:
+        raise ConfigError(f"updates_per_step={cfg.updates_per_step} with num_envs={cfg.num_envs} gives fewer than one "
+                          f"update per {checks.INT32_MAX} batched steps")
+    block_iters, block_updates, exact = _layout(cfg)
     if not exact:
         raise ConfigError(f"updates_per_step={cfg.updates_per_step} with num_envs={cfg.num_envs} gives "
                           f"{per_iter:g} updates per batched step; it must be a whole number or 1/whole number")
+    # The env-step and update counters of TrainState are int32: the rounded-up run must fit in them.
+    schedule = _schedule(cfg, block_iters, block_updates)
+    if cfg.steps + schedule.chunk_env_steps >= checks.INT32_MAX:
+        raise ConfigError(f"steps={cfg.steps} plus one chunk of {schedule.chunk_env_steps} env steps must be < "
+                          f"{checks.INT32_MAX} (the int32 env-step counter)")
+    chunks = -(-cfg.steps // schedule.chunk_env_steps)
+    total_updates = chunks * schedule.chunk_blocks * block_updates + cfg.pretrain_updates
+    if total_updates >= checks.INT32_MAX:
+        raise ConfigError(f"steps={cfg.steps} at updates_per_step={cfg.updates_per_step} (+ pretrain_updates="
+                          f"{cfg.pretrain_updates}) means {total_updates} updates; the int32 update counter allows < "
+                          f"{checks.INT32_MAX}")
+
+
+def _schedule(cfg: LoopConfig, block_iters: int, block_updates: int) -> Schedule:
     env_steps_per_iter = cfg.num_envs * cfg.action_repeat
     block_env_steps = env_steps_per_iter * block_iters
     return Schedule(env_steps_per_iter, block_iters, block_updates, max(1, -(-cfg.eval_every // block_env_steps)))
+
+
+def learning_starts(cfg: LoopConfig) -> int:
+    """``cfg.learning_starts``, or its default: 5000 env steps, a tenth of the run when that is shorter (so a short
+    run still learns instead of ending before its first update)."""
+    return min(5_000, cfg.steps // 10) if cfg.learning_starts is None else cfg.learning_starts
+
+
+def make_schedule(cfg: LoopConfig) -> Schedule:
+    check_loop_config(cfg)
+    block_iters, block_updates, _ = _layout(cfg)
+    return _schedule(cfg, block_iters, block_updates)
 
 
 @flax.struct.dataclass
@@ -184,7 +229,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
     if cfg.scale_rewards and not hasattr(agent_cfg, "gamma"):
         raise ConfigError(f"scale_rewards needs the agent's discount, but {type(agent_cfg).__name__} has no gamma")
     # Sampling needs a row whose successor is written: never update before two batched steps are in.
-    learning_starts = max(cfg.learning_starts, 2 * schedule.env_steps_per_iter)
+    first_update = max(learning_starts(cfg), 2 * schedule.env_steps_per_iter)
 
     def norm(stats, obs):
         return normalize(stats.obs, obs) if cfg.normalize_obs else obs
@@ -291,7 +336,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
             if cfg.warmup == "policy":
                 action, carry = over_seeds(policy_actions)(agent_state, hparams, stats, env_state, carry, act_key)
             else:
-                action, carry = jax.lax.cond(env_steps < learning_starts, over_seeds(random_actions),
+                action, carry = jax.lax.cond(env_steps < first_update, over_seeds(random_actions),
                                              over_seeds(policy_actions), agent_state, hparams, stats, env_state,
                                              carry, act_key)
             env_state, buffer, stats, ret_sum, count = over_seeds(env_step)(env_state, buffer, stats, action,
@@ -306,7 +351,7 @@ def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Train
         inner, _ = jax.lax.scan(iteration, inner, act_keys)
         agent_state, env_state, buffer, stats, carry, env_steps, ep_sum, ep_count = inner
 
-        learning = env_steps >= learning_starts
+        learning = env_steps >= first_update
         num_seeds = state.key.shape[0]
         updates_done = state.updates
         if cfg.pretrain_updates:

@@ -32,18 +32,19 @@ def run(trainer, seeds, configs, chunks=2):
 
 
 def test_each_member_of_a_vmapped_program_equals_its_own_run(trainer):
-    members = [(0, SMALL.replace(actor_lr=1e-3)), (0, SMALL.replace(actor_lr=0.0)),
+    members = [(0, SMALL.replace(actor_lr=1e-3)), (0, SMALL.replace(actor_lr=1e-12)),
                (1, SMALL.replace(tau=0.05, gamma=0.9))]
     initial, together, metrics = run(trainer, [s for s, _ in members], [c for _, c in members])
-    np.testing.assert_allclose(together.hparams.actor_lr, [1e-3, 0.0, 3e-4], rtol=1e-6)
+    np.testing.assert_allclose(together.hparams.actor_lr, [1e-3, 1e-12, 3e-4], rtol=1e-6)
     for k, (seed, cfg) in enumerate(members):
         _, alone, alone_metrics = run(trainer, [seed], [cfg])
         jax.tree.map(lambda a, b: np.testing.assert_allclose(a[k], b[0], rtol=2e-4, atol=2e-5),
                      together.agent.critic_params, alone.agent.critic_params)
         np.testing.assert_allclose(metrics["eval/return"][k], alone_metrics["eval/return"][0], rtol=1e-3)
-    # The swept value is really used: a zero actor learning rate leaves that member's actor untouched ...
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[1], b[1]), together.agent.actor_params, initial)
-    # ... while the same seed with a positive one moved.
+    # The swept value is really used: a tiny actor learning rate leaves that member's actor (nearly) untouched ...
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a[1], b[1], rtol=0, atol=1e-8), together.agent.actor_params,
+                 initial)
+    # ... while the same seed with a larger one moved.
     moved = jax.tree.map(lambda a, b: float(np.abs(a[0] - b[0]).max()), together.agent.actor_params, initial)
     assert max(jax.tree.leaves(moved)) > 1e-4
 

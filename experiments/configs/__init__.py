@@ -11,6 +11,8 @@ from __future__ import annotations
 import dataclasses
 import os
 import tomllib
+import types
+import typing
 from typing import Any
 
 from jaxrl import ConfigError
@@ -50,9 +52,59 @@ def load(name: str) -> dict[str, Any]:
 
 
 def check_fields(cls, values: dict[str, Any], where: str) -> None:
-    """Reject keys that are not fields of ``cls`` (a typo must not silently fall back to a default)."""
+    """Reject keys that are not fields of ``cls`` (a typo must not silently fall back to a default) and values
+    of the wrong type for their field (``check_types``)."""
     fields = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - fields)
     if unknown:
         raise ConfigError(f"{where}: unknown field(s) {', '.join(unknown)} of {cls.__name__}; valid: "
                           f"{', '.join(sorted(fields))}")
+    check_types(cls, values, where)
+
+
+def check_types(cls, values: dict[str, Any], where: str) -> None:
+    """Each value must fit its field's annotation as TOML or JSON (a run's config.json) writes it: an int for
+    ``int`` (not a bool), an int or a float for ``float``, a list of ints for ``tuple[int, ...]``, and None
+    (JSON null) only for ``X | None``. Fields with other annotations are not checked."""
+    try:
+        hints = typing.get_type_hints(cls)
+    except Exception:  # noqa: BLE001 - a user's config class with annotations that do not resolve: skip the check
+        return
+    for name, value in values.items():
+        if name in hints and not _fits(value, hints[name]):
+            raise ConfigError(f"{where}: field {name} = {value!r} must be {_describe(hints[name])}")
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return any(_fits(value, option) for option in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint in (bool, str):
+        return isinstance(value, hint)
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if not isinstance(value, (list, tuple)):
+            return False
+        if len(args) == 2 and args[1] is Ellipsis:
+            return all(_fits(v, args[0]) for v in value)
+        return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args))
+    return True  # an annotation this check does not know: leave the value to the config class
+
+
+def _describe(hint: Any) -> str:
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        text = " or ".join(_describe(a) for a in options)
+        return f"{text} or null" if len(options) < len(typing.get_args(hint)) else text
+    if typing.get_origin(hint) is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"a list of {_describe(args[0]).removeprefix('a ').removeprefix('an ')}s"
+        return f"a list of {len(args)} values"
+    names = {int: "an int", float: "a float", bool: "a bool (true or false)", str: "a string"}
+    return names.get(hint, getattr(hint, "__name__", str(hint)))

@@ -1,0 +1,319 @@
+"""Run directories: created once, locked while a run uses them, resolved into configs by one rule.
+
+Every command that starts, continues or reads a run (``jaxrl train``, ``train --resume``, ``export``,
+``sweep``, ``reproduce``, ``load_policy``) goes through this module, so the rules hold everywhere:
+
+* A new run never writes into a directory that holds a run (``RUN_FILES``); ``--overwrite`` first removes those
+  files (and only those) completely. Default names (``runs/<agent>-<env>-<time>-<random>``) are created with an
+  atomic ``mkdir``, so two launches in the same second, on any host of a shared file system, never share one.
+* A run holds ``run.lock`` (an OS file lock, released by the kernel when the process dies, plus its pid and host
+  for the message) while it writes; a second process refuses the directory in one line, and a lock left by a
+  dead process is taken over and said so.
+* Configs resolve by one precedence rule: agent defaults < named config < config file < flags < what the
+  checkpoint fixes. On ``--resume`` the saved ``config.json`` is the file; ``resume_request`` compares the request
+  with it before anything is written: fields the checkpoint fixes must not change (one-line error), the others
+  are changes applied from the resumed env step and recorded in ``config.json`` under ``changes``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import errno
+import fcntl
+import json
+import os
+import secrets
+import shutil
+import socket
+import sys
+import time
+import typing
+from typing import Any
+
+from jaxrl import ConfigError
+from jaxrl.logging import write_json  # noqa: F401 - atomic; the run's JSON files are written with it
+
+RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "metrics.csv", "checkpoints", "tensorboard",
+             "learning_curve.png", "damaged_checkpoints")
+LOCK_FILE = "run.lock"
+# Fields of a saved run that its checkpoint fixes: they shape the saved state or the program that produced it.
+RUN_FIXED = ("env", "seed", "seeds", "brax_backend", "playground_impl")
+LOOP_CHANGEABLE = ("steps",)
+
+
+def note(message: str) -> None:
+    """One line on stderr that is not an error (a fallback taken, a lock taken over)."""
+    print(f"jaxrl: {message}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------------------------------ creation, lock
+
+
+def run_files(run_dir: str) -> list[str]:
+    """The run outputs present in ``run_dir`` (empty for a new or non-existent directory)."""
+    return [name for name in RUN_FILES if os.path.lexists(os.path.join(run_dir, name))]
+
+
+def default_run_dir(agent_name: str, env: str, parent: str = "runs") -> str:
+    """A fresh directory ``runs/<agent>-<env>-<YYYYmmdd-HHMMSS>-<6 hex>``, created here (mkdir is atomic, also on
+    NFS): a name another launch took in the same second is never reused."""
+    os.makedirs(parent, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    while True:
+        path = os.path.join(parent, f"{agent_name}-{env.replace('/', '-')}-{stamp}-{secrets.token_hex(3)}")
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            continue
+
+
+def check_new(run_dir: str, overwrite: bool) -> None:
+    """A new run may start in ``run_dir``: refuse one that holds a run unless ``overwrite``."""
+    check_location(run_dir)
+    present = run_files(run_dir)
+    if present and not overwrite:
+        raise ConfigError(f"run directory {run_dir} already holds a run ({', '.join(present)}); continue it with "
+                          f"--resume {run_dir}, choose a new --run-dir, or pass --overwrite to replace it")
+
+
+def check_location(run_dir: str) -> None:
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ConfigError(f"run directory {run_dir} is a file, not a directory; choose another --run-dir")
+    existing = run_dir
+    while not os.path.exists(existing):
+        existing = os.path.dirname(os.path.abspath(existing))
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"run directory {run_dir} cannot be created or written ({existing} is not writable)")
+
+
+def check_disk(run_dir: str, needed: int, what: str) -> None:
+    """At least ``needed`` bytes free where the run writes (one checkpoint of its state), before compiling."""
+    from jaxrl.checkpoint import free_bytes
+
+    free = free_bytes(run_dir)
+    if free < needed:
+        raise ConfigError(f"run directory {run_dir} has {free / 2**20:.1f} MiB free; {what} needs "
+                          f"{needed / 2**20:.1f} MiB; free space or choose another --run-dir")
+
+
+def remove_run_files(run_dir: str) -> None:
+    """``--overwrite``: the old run's outputs go completely (other files the user keeps there stay)."""
+    for name in run_files(run_dir):
+        path = os.path.join(run_dir, name)
+        shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+
+
+class RunLock:
+    """``run.lock`` in a run directory, held with ``fcntl.lockf`` (POSIX record locks, which NFS supports) while
+    the run writes. The kernel drops the lock when its process dies, so a lock file whose lock is free is stale."""
+
+    def __init__(self, run_dir: str):
+        self.run_dir = run_dir
+        self.path = os.path.join(run_dir, LOCK_FILE)
+        self.fd: int | None = None
+
+    def acquire(self) -> RunLock:
+        os.makedirs(self.run_dir, exist_ok=True)
+        while True:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            previous = _read_owner(fd)
+            try:
+                fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError as e:
+                os.close(fd)
+                if e.errno not in (errno.EACCES, errno.EAGAIN):
+                    raise ConfigError(f"cannot lock {self.path} ({e.strerror}); this file system has no file "
+                                      "locks: use a run directory on another one") from None
+                raise ConfigError(f"run directory {self.run_dir} is in use by {_describe(previous)}; wait for it "
+                                  "to end or choose another --run-dir") from None
+            try:  # the file may have been removed and re-created by its releasing owner meanwhile: lock that one
+                same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
+            except FileNotFoundError:
+                same = False
+            if not same:
+                os.close(fd)
+                continue
+            break
+        if previous and previous.get("pid") != os.getpid():
+            note(f"took over the stale lock of {_describe(previous)} in {self.run_dir} (that process is gone)")
+        owner = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.strftime("%Y-%m-%d %H:%M:%S")}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(owner).encode(), 0)
+        os.fsync(fd)
+        self.fd = fd
+        return self
+
+    def release(self) -> None:
+        if self.fd is None:
+            return
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+        os.close(self.fd)  # closing drops the lock
+        self.fd = None
+
+    def __enter__(self):
+        return self.acquire()
+
+    def __exit__(self, *exc):
+        self.release()
+
+
+def _read_owner(fd: int) -> dict[str, Any] | None:
+    try:
+        data = os.pread(fd, 4096, 0)
+        return json.loads(data) if data.strip() else None
+    except (OSError, ValueError):
+        return {"pid": "?", "host": "?"}
+
+
+def _describe(owner: dict[str, Any] | None) -> str:
+    if not owner:
+        return "another process"
+    return f"pid {owner.get('pid')} on host {owner.get('host')}" + (f" (since {owner['since']})"
+                                                                   if owner.get("since") else "")
+
+
+# ----------------------------------------------------------------------------------------- configs
+
+
+def config_to_dict(cfg) -> dict[str, Any]:
+    return dataclasses.asdict(cfg)
+
+
+def config_from_dict(cls, data: dict[str, Any]):
+    """Inverse of ``config_to_dict`` for flat dataclasses (JSON lists back to tuples)."""
+    hints = typing.get_type_hints(cls)
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name in data:
+            value = data[f.name]
+            if isinstance(value, list) and "tuple" in str(hints.get(f.name, "")):
+                value = tuple(value)
+            kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def load_saved(run_dir: str) -> dict[str, Any]:
+    """A run directory's ``config.json``, its tables checked against the current config classes."""
+    path = os.path.join(run_dir, "config.json")
+    if os.path.exists(run_dir) and not os.path.isdir(run_dir):
+        raise ConfigError(f"{run_dir!r} is a file, not a run directory")
+    if not os.path.exists(path):
+        raise ConfigError(f"cannot resume {run_dir!r}: no config.json there (not a jaxrl run directory)")
+    try:
+        with open(path) as f:
+            saved = json.load(f)
+        if not isinstance(saved, dict) or not all(isinstance(saved.get(s), dict)
+                                                  for s in ("run", "loop", "agent_config")):
+            raise ValueError("expected the tables run, loop and agent_config")
+    except (OSError, ValueError) as e:
+        raise ConfigError(f"cannot resume {run_dir!r}: config.json is unreadable ({e})") from None
+    return saved
+
+
+@dataclasses.dataclass(frozen=True)
+class Resolved:
+    """A run's configs after every source was applied (see the module docstring for the order)."""
+
+    agent: Any
+    run: Any
+    loop: Any
+    agent_cfg: Any
+    members: list[tuple[int, Any]] | None  # a sweep group's (seed, agent config) per member; None: run.seeds seeds
+
+
+def resolve(agent_name: str | None = None, config: str | None = None, saved: dict[str, Any] | None = None,
+            run_dir: str | None = None) -> Resolved:
+    """The base configs of a new run (agent defaults < named config ``config``) or of a saved one (its
+    ``config.json`` as read by ``load_saved``, placed at ``run_dir``). Flags then apply on top (``jaxrl train``)."""
+    from agents import get_agent
+    from experiments import configs
+    from experiments.train import RunConfig
+    from jaxrl.loop import LoopConfig, default_loop_config
+
+    source = saved
+    where = f"{run_dir}/config.json" if saved is not None else f"config {config}"
+    if saved is None and config is not None:
+        source = configs.load(config)
+    if saved is not None and agent_name and agent_name != saved.get("agent"):
+        raise ConfigError(f"--agent {agent_name} does not match the resumed run's agent {saved.get('agent')!r}")
+    agent = get_agent(agent_name or (source or {}).get("agent") or "sac")
+    if source is None:
+        return Resolved(agent, RunConfig(), default_loop_config(agent), agent.Config(), None)
+    for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
+        configs.check_fields(cls, source[section], f"{where} [{section}]")
+    run = config_from_dict(RunConfig, {**source["run"], **({"run_dir": run_dir} if run_dir else {})})
+    loop = dataclasses.replace(default_loop_config(agent), **source["loop"])
+    agent_cfg = config_from_dict(agent.Config, source["agent_config"])
+    members = None
+    if saved is not None and saved.get("members"):
+        members = []
+        for k, m in enumerate(saved["members"]):
+            configs.check_fields(agent.Config, m["agent_config"], f"{where} members[{k}]")
+            members.append((m["seed"], config_from_dict(agent.Config, m["agent_config"])))
+    return Resolved(agent, run, loop, agent_cfg, members)
+
+
+@dataclasses.dataclass(frozen=True)
+class ResumeRequest:
+    """What a ``--resume`` asks for beyond continuing: changed fields as {"section.field": (old, new)}."""
+
+    changes: dict[str, tuple[Any, Any]]
+
+    @property
+    def agent_fields(self) -> list[str]:
+        return [name.partition(".")[2] for name in self.changes if name.startswith("agent_config.")]
+
+
+def resume_request(agent, saved: dict[str, Any], run, loop, agent_cfg) -> ResumeRequest:
+    """Compare a resume request with the saved run; one-line ConfigError for a field the checkpoint fixes.
+
+    The checkpoint fixes the run's env, seeds and physics (``RUN_FIXED``), every loop field but ``steps`` (they
+    shape the saved buffer and the schedule it was collected with), the agent's static fields (widths, batch
+    size: the state's shapes) and which optional fields are None. Numeric agent fields may change: they are the
+    training state's ``hparams``, replaced from the resumed env step on; ``check_applicable`` then refuses the
+    ones that only ``init`` reads (their change could not reach the restored state)."""
+    from jaxrl.loop import program_fields
+
+    base = resolve(saved=saved, run_dir=run.run_dir)
+    changes = {}
+    for section, old, new in (("run", base.run, run), ("loop", base.loop, loop), ("agent_config", base.agent_cfg,
+                                                                                  agent_cfg)):
+        for f in dataclasses.fields(old):
+            before, after = getattr(old, f.name), getattr(new, f.name)
+            if before != after and f.name != "run_dir":
+                changes[f"{section}.{f.name}"] = (before, after)
+    static = set(program_fields(base.agent_cfg)) | set(program_fields(agent_cfg))
+    for name, (before, after) in changes.items():
+        section, _, field = name.partition(".")
+        fixed = ((section == "run" and field in RUN_FIXED) or (section == "loop" and field not in LOOP_CHANGEABLE)
+                 or (section == "agent_config" and field in static))
+        if fixed:
+            raise ConfigError(f"--resume cannot change {field} ({before!r} -> {after!r}): the checkpoint fixes it; "
+                              f"start a new run for that, or resume {run.run_dir} without the flag")
+    return ResumeRequest(changes)
+
+
+def check_applicable(agent, spec, old_cfg, request: ResumeRequest) -> None:
+    """Refuse agent fields whose value only ``init`` reads (e.g. ``init_alpha``): changing one on resume would be
+    accepted and ignored. Found by initialising with the old and the new value and comparing the states."""
+    import jax
+    import numpy as np
+
+    key = jax.random.PRNGKey(0)
+    before = jax.tree.leaves(agent.init(key, spec, old_cfg))
+    for field in request.agent_fields:
+        _, new_value = request.changes[f"agent_config.{field}"]
+        after = jax.tree.leaves(agent.init(key, spec, old_cfg.replace(**{field: new_value})))
+        if any(not np.array_equal(a, b) for a, b in zip(before, after)):
+            raise ConfigError(f"--resume cannot change {field}: only the initialisation reads it, and the "
+                              "checkpoint holds the state it produced; start a new run for that")
+
+
+def changed_fields(saved: dict[str, Any]) -> list[str]:
+    """Agent fields changed by any earlier resume of a saved run (they are logged as ``hparams/<field>``)."""
+    names = {name.partition(".")[2] for change in saved.get("changes", []) for name in change.get("fields", {})
+             if name.startswith("agent_config.")}
+    return sorted(names)
