@@ -1,9 +1,19 @@
 """Where a sweep's programs run: here (``local``), on SLURM through submitit, or on a Ray cluster.
 
-Each job is one vmapped program (``sweep.run_group``): it trains, writes its run directory and its members'
-rows under the sweep's output directory, which must be on a file system the workers share. The results table
-is collected from those files afterwards (``sweep.collect``), whatever ran them; a job that died can be rerun
-and resumes from its checkpoints.
+Each job is one vmapped program, given as the explicit list of its member ids (``sweep.run_program``): it reads
+their definitions from the ``OUT/plan.json`` the driver wrote (a job never re-plans the sweep file, so it runs
+exactly the members it was given, whenever it starts), trains the program in ``OUT/groups/<env>-<hash>``
+(starting it, resuming it from its checkpoint, or reusing it if it finished), and writes its members'
+``OUT/members/<id>/``. The output directory must be on a file system the workers share. The results table is
+collected from those files afterwards (``sweep.collect``), whatever ran them; a job that died can be rerun (rerun
+the sweep) and resumes from its checkpoint.
+
+SLURM jobs are requeued on preemption and time-outs: the job function (``ProgramJob``) is checkpointable for
+submitit. On the warning signal (SIGUSR2, which submitit asks SLURM to send ``slurm_signal_delay_s`` seconds
+before the time limit, 90 by default, and which a preemption sends), ``experiments.train.train`` finishes the
+chunk, writes a checkpoint and hands the signal to submitit's handler, which calls ``ProgramJob.checkpoint`` and
+requeues the job; the requeued job runs the same members again and continues from that checkpoint (a chunk must
+take well under the signal delay).
 
 Options (``jaxrl sweep FILE --launcher slurm --launcher-option partition=gpu --launcher-option gpus_per_node=1``):
   slurm: any ``submitit`` parameter (partition, timeout_min, gpus_per_node, cpus_per_task, mem_gb, ...), and
@@ -20,10 +30,26 @@ from jaxrl import ConfigError
 LAUNCHERS = ("local", "slurm", "ray")
 
 
-def _run_group(sweep_file: str, out_dir: str, index: int) -> list[dict[str, Any]]:
-    from experiments.sweep import run_group
+class ProgramJob:
+    """One sweep program as a job: ``ProgramJob()(out_dir, member_ids)`` runs ``sweep.run_program``.
 
-    return run_group(sweep_file, out_dir, index)
+    Checkpointable for submitit: on preemption or a time-out submitit calls ``checkpoint`` with the job's
+    arguments and requeues what it returns, the same call. The training state itself is in the program's
+    checkpoint (written by ``train`` before it hands the signal on), so the requeued call resumes from it."""
+
+    def __call__(self, out_dir: str, member_ids: list[str], quiet: bool = True) -> list[str]:
+        from experiments.sweep import run_program
+
+        return run_program(out_dir, list(member_ids), quiet=quiet)
+
+    def checkpoint(self, *args: Any, **kwargs: Any):
+        from submitit.helpers import DelayedSubmission
+
+        return DelayedSubmission(self, *args, **kwargs)
+
+
+def _run_program(out_dir: str, member_ids: list[str]) -> list[str]:
+    return ProgramJob()(out_dir, member_ids)
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -43,35 +69,37 @@ def parse_options(items: list[str]) -> dict[str, Any]:
     return options
 
 
-def launch(launcher: str, sweep_file: str, out_dir: str, groups: list[int], options: dict[str, Any],
+def launch(launcher: str, out_dir: str, programs: list[list[str]], options: dict[str, Any],
            quiet: bool = False) -> None:
+    """Run each program (a list of member ids planned into ``out_dir/plan.json``) with ``launcher``."""
     if launcher not in LAUNCHERS:
         raise ConfigError(f"launcher {launcher!r} is not one of: {', '.join(LAUNCHERS)}")
+    if not programs:
+        return
     if launcher == "local":
-        from experiments.sweep import run_group
-
-        for index in groups:
-            run_group(sweep_file, out_dir, index, quiet=quiet)
+        for member_ids in programs:
+            ProgramJob()(out_dir, member_ids, quiet=quiet)
     elif launcher == "slurm":
-        _slurm(sweep_file, out_dir, groups, dict(options))
+        for job in submit_slurm(out_dir, programs, dict(options)):
+            job.result()  # re-raises a job's exception here, with its log path
     else:
-        _ray(sweep_file, out_dir, groups, dict(options))
+        _ray(out_dir, programs, dict(options))
 
 
-def _slurm(sweep_file: str, out_dir: str, groups: list[int], options: dict[str, Any]) -> None:
+def submit_slurm(out_dir: str, programs: list[list[str]], options: dict[str, Any]) -> list:
+    """Submit one job per program (an array job on SLURM); returns submitit's job objects."""
     try:
         import submitit
     except ImportError:
         raise ConfigError("the slurm launcher needs submitit: pip install -e '.[launch]'") from None
+    options = dict(options)
     cluster = options.pop("cluster", None)
     executor = submitit.AutoExecutor(folder=os.path.join(out_dir, "slurm", "%j"), cluster=cluster)
     executor.update_parameters(**{"timeout_min": 24 * 60, "name": "jaxrl-sweep", **options})
-    jobs = executor.map_array(_run_group, [sweep_file] * len(groups), [out_dir] * len(groups), groups)
-    for job in jobs:
-        job.result()  # re-raises a job's exception here, with its log path
+    return executor.map_array(ProgramJob(), [out_dir] * len(programs), programs)
 
 
-def _ray(sweep_file: str, out_dir: str, groups: list[int], options: dict[str, Any]) -> None:
+def _ray(out_dir: str, programs: list[list[str]], options: dict[str, Any]) -> None:
     try:
         import ray
     except ImportError:
@@ -85,8 +113,8 @@ def _ray(sweep_file: str, out_dir: str, groups: list[int], options: dict[str, An
                  runtime_env={"env_vars": {"PYTHONPATH": root}})
     try:
         remote = ray.remote(num_cpus=options.pop("num_cpus", 1), num_gpus=options.pop("num_gpus", 0),
-                            max_retries=0)(_run_group)
-        ray.get([remote.remote(sweep_file, out_dir, index) for index in groups])
+                            max_retries=0)(_run_program)
+        ray.get([remote.remote(out_dir, member_ids) for member_ids in programs])
     finally:
         if started:
             ray.shutdown()

@@ -1,4 +1,4 @@
-"""Sweeps: ``jaxrl sweep FILE.toml [--out DIR] [--launcher local|slurm|ray]``.
+"""Sweeps: ``jaxrl sweep FILE.toml [--out DIR] [--launcher local|slurm|ray] [--dry-run]``.
 
 A sweep file is TOML (like the named configs in ``experiments/configs/``)::
 
@@ -23,18 +23,40 @@ A sweep file is TOML (like the named configs in ``experiments/configs/``)::
 Members (one config x one seed x one env) are grouped into programs: members that differ only in the agent's
 numeric fields (learning rates, tau, gamma, entropy targets, TQC's d, ...) and seeds share one vmapped program
 (``TrainState.hparams`` carries each member's values); an env, a loop field or a static agent field (widths,
-batch size) starts another program. Each program is an ordinary run directory under ``OUT/groups/`` (resumable
-with ``jaxrl train --resume``); ``OUT/results.csv`` has one row per member, ``OUT/members/mNNN/`` its own metrics.
+batch size) starts another program.
+
+Results are never relabelled:
+
+* A member is identified by its id, 12 hex digits of the sha256 of everything that defines its result: the
+  agent, env, seed and its fully resolved run, loop and agent configs (all but ``NON_DEFINING_RUN_FIELDS``: where
+  outputs go, checkpoint cadence, compilation cache, sharding, ...). Its position in the file plays no part.
+* ``OUT/members/<id>/`` holds a finished member: ``config.json`` (agent, env, seed, swept values, resolved
+  configs, its program's directory and its position there), ``metrics.csv`` (its own columns of the program's
+  metrics) and ``summary.json`` (timings; written last). A rerun of any sweep file into the same ``OUT`` reuses
+  such members as they are; only the others are grouped into programs and run.
+* A program's directory is ``OUT/groups/<env>-<hash of its member ids>`` (members in id order): rerunning the same
+  file resumes an interrupted program from its checkpoint, another member set gets another directory, and a
+  directory holding other settings is refused (``experiments.train.continue_or_start``).
+* The driver writes ``OUT/plan.json`` (the file's members in order with their ids, which are reused, the programs
+  to run, and every planned member's definition) before launching; each job gets the explicit member ids of its
+  program and reads their definitions from ``plan.json``, so a job never re-plans (a job that starts after
+  another one finished still runs exactly its members, and editing the sweep file meanwhile changes nothing).
+* ``OUT/results.csv`` has one row per member of the current file, in file order (``member`` is the position in
+  the file, ``member_id`` the id); ``collect`` derives every column from that member's own ``config.json``,
+  ``metrics.csv`` and ``summary.json``.
 """
 from __future__ import annotations
 
 import csv
 import dataclasses
+import hashlib
+import io
 import itertools
 import json
 import math
 import os
 import random as random_lib
+import sys
 import tomllib
 from typing import Any
 
@@ -43,22 +65,36 @@ from jaxrl import ConfigError
 SECTIONS = ("run", "loop", "agent_config")
 TOP_KEYS = {"agent", "config", "envs", "seeds", "sweep_seed", "description", "grid", "random", *SECTIONS}
 DISTRIBUTIONS = ("uniform", "log_uniform", "choice")
+# RunConfig fields that do not change a member's result (where outputs go, how often checkpoints are written, the
+# compilation cache, how members are spread over devices and hosts; ``seeds``: a member is one seed). They are
+# left out of member ids and cannot be swept.
+NON_DEFINING_RUN_FIELDS = ("run_dir", "seeds", "overwrite", "checkpoint_every", "checkpoint_minutes",
+                           "keep_checkpoints", "compilation_cache", "shard_members", "distributed")
+PLAN_FILE = "plan.json"
+RESULT_COLUMNS = ("member", "member_id", "group", "member_in_group", "env", "seed")  # then the swept fields, then
+RESULT_TAIL = ("final_eval_return", "best_eval_return", "env_steps", "compile_s", "run_s", "group_members")
 
 
 @dataclasses.dataclass(frozen=True)
 class Member:
-    index: int
+    """One config x one seed x one env, with its configs fully resolved (``run.run_dir`` is None, ``run.seeds`` 1)."""
+
+    index: int  # position in the sweep file
     env: str
     seed: int
     values: dict[str, Any]  # swept field ("actor_lr", "loop.num_envs") -> its value
+    id: str  # member_id(...) of everything that defines its result
+    run: Any = dataclasses.field(repr=False)
+    loop: Any = dataclasses.field(repr=False)
+    agent_cfg: Any = dataclasses.field(repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
 class Group:
-    """One compiled program: its run/loop/template agent config and its members."""
+    """One compiled program: its run/loop/template agent config and its members (in id order)."""
 
     index: int
-    name: str
+    name: str  # <env>-<hash of the member ids>: also its directory under OUT/groups/
     run: Any
     loop: Any
     agent_cfg: Any
@@ -69,9 +105,38 @@ class Group:
 @dataclasses.dataclass(frozen=True)
 class Sweep:
     agent: Any
+    agent_spec: str  # the agent as the file names it (a registered name or module:ATTRIBUTE)
     base: dict[str, dict[str, Any]]
-    members: tuple[Member, ...]
+    members: tuple[Member, ...]  # in file order; members with equal ids are the same run
     swept: tuple[str, ...]  # the "section.field" names that vary
+
+
+def _hash_form(value):
+    """JSON-able form for hashing: tuples as lists, ints as floats (1 and 1.0 configure the same run)."""
+    if isinstance(value, dict):
+        return {str(k): _hash_form(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_hash_form(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def _digest(data, length: int) -> str:
+    text = json.dumps(_hash_form(data), sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:length]
+
+
+def member_id(agent: str, run: dict[str, Any], loop: dict[str, Any], agent_config: dict[str, Any]) -> str:
+    """12 hex digits identifying a member's result: the agent (as named in the sweep file), its run config (env,
+    seed, physics; not the ``NON_DEFINING_RUN_FIELDS``), its loop config and its agent config, all resolved."""
+    run = {k: v for k, v in run.items() if k not in NON_DEFINING_RUN_FIELDS}
+    return _digest({"agent": agent, "env": run["env"], "seed": run["seed"], "run": run, "loop": loop,
+                    "agent_config": agent_config}, 12)
+
+
+def program_name(env: str, ids) -> str:
+    return f"{env.replace('/', '-')}-{_digest(sorted(ids), 10)}"
 
 
 def _key(name: str) -> tuple[str, str]:
@@ -100,6 +165,9 @@ def _check_field(agent, name: str) -> None:
                           f"{', '.join(sorted(fields))}")
     if section == "run" and field in ("env", "seed", "seeds", "run_dir"):
         raise ConfigError(f"sweep key {name!r}: set envs and seeds at the top of the sweep file, not in a grid")
+    if section == "run" and field in NON_DEFINING_RUN_FIELDS:
+        raise ConfigError(f"sweep key {name!r}: {field} does not change a member's result (members differing only "
+                          "in it are the same run); set it in [run], not in a grid")
 
 
 def _draw(rng: random_lib.Random, name: str, spec) -> Any:
@@ -145,7 +213,8 @@ def load(path: str) -> Sweep:
         base = {s: dict(named[s]) for s in SECTIONS}
     for section in SECTIONS:
         base[section].update(data.get(section, {}))
-    agent = get_agent(agent_name or "sac")
+    agent_spec = agent_name or "sac"
+    agent = get_agent(agent_spec)
 
     envs = data.get("envs", [base["run"].get("env", "dmc/CartpoleSwingup")])
     if isinstance(envs, str):
@@ -181,127 +250,284 @@ def load(path: str) -> Sweep:
     rng = random_lib.Random(data.get("sweep_seed", 0))
     draws = [{name: _draw(rng, name, spec) for name, spec in random_spec.items()} for _ in range(samples)] or [{}]
     points = [dict(zip(grid, combo), **draw) for combo in itertools.product(*grid.values()) for draw in draws]
-    members = [Member(i, env, seed, point) for i, (env, point, seed) in
-               enumerate(itertools.product(envs, points, seeds))]
+    members = [_member(agent, agent_spec, base, i, env, seed, point)
+               for i, (env, point, seed) in enumerate(itertools.product(envs, points, seeds))]
     swept = tuple(sorted({name for point in points for name in point}))
-    return Sweep(agent=agent, base=base, members=tuple(members), swept=swept)
+    return Sweep(agent=agent, agent_spec=agent_spec, base=base, members=tuple(members), swept=swept)
 
 
-def plan(sweep: Sweep, out_dir: str) -> list[Group]:
-    """Group members into programs: same env, run, loop and static agent fields -> one vmapped program."""
-    from experiments.train import RunConfig, config_from_dict
-    from jaxrl.loop import default_loop_config, program_fields
+def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, values: dict[str, Any]) -> Member:
+    """A member with its configs resolved as ``train`` would (``learning_starts`` written as its number)."""
+    from experiments.train import RunConfig, config_from_dict, config_to_dict, validate
+    from jaxrl.loop import default_loop_config, learning_starts
 
-    agent = sweep.agent
-    groups: dict[Any, list] = {}
-    for member in sweep.members:
-        sections = {s: dict(sweep.base[s]) for s in SECTIONS}
-        for name, value in member.values.items():
-            section, field = _key(name)
-            sections[section][field] = value
-        run = config_from_dict(RunConfig, {**sections["run"], "env": member.env, "seed": member.seed})
+    sections = {s: dict(base[s]) for s in SECTIONS}
+    for name, value in values.items():
+        section, field = _key(name)
+        sections[section][field] = value
+    try:
+        run = config_from_dict(RunConfig, {**sections["run"], "env": env, "seed": seed, "seeds": 1, "run_dir": None})
         loop = dataclasses.replace(default_loop_config(agent), **sections["loop"])
-        try:
-            cfg = config_from_dict(agent.Config, sections["agent_config"])
-        except TypeError as e:
-            raise ConfigError(f"member {member.index}: {e}") from None
+        cfg = config_from_dict(agent.Config, sections["agent_config"])
+        validate(run, loop)
         agent.check_config(cfg)
-        key = (member.env, repr(dataclasses.replace(run, seed=0)), repr(loop),
-               repr(sorted(program_fields(cfg).items())))
-        groups.setdefault(key, []).append((member, run, loop, cfg))
-    out = []
-    for index, entries in enumerate(groups.values()):
-        member, run, loop, cfg = entries[0]
-        name = f"g{index:03d}-{member.env.replace('/', '-')}"
-        run = dataclasses.replace(run, run_dir=os.path.join(out_dir, "groups", name))
-        out.append(Group(index, name, run, loop, cfg, tuple(e[0] for e in entries), tuple(e[3] for e in entries)))
-    return out
+    except (TypeError, ConfigError) as e:
+        raise ConfigError(f"member {index} ({env}, seed {seed}, {values}): {e}") from None
+    loop = dataclasses.replace(loop, learning_starts=learning_starts(loop))
+    mid = member_id(agent_spec, config_to_dict(run), config_to_dict(loop), config_to_dict(cfg))
+    return Member(index, env, seed, values, mid, run, loop, cfg)
 
 
-def run_group(sweep_file: str, out_dir: str, index: int, quiet: bool = True) -> list[dict[str, Any]]:
-    """Train one program of the sweep (resuming it if it has checkpoints; skipping it if it finished) and write
-    its members' metrics; returns their result rows. The unit of work a launcher ships to a worker."""
-    from experiments.train import has_checkpoint, train
-
-    sweep = load(sweep_file)
-    group = plan(sweep, out_dir)[index]
-    summary_path = os.path.join(group.run.run_dir, "summary.json")
-    if os.path.exists(summary_path):
-        with open(summary_path) as f:
-            summary = json.load(f)
-    else:
-        resume = has_checkpoint(group.run.run_dir)
-        members = [(m.seed, cfg) for m, cfg in zip(group.members, group.member_cfgs)]
-        summary, _ = train(sweep.agent, group.run, group.loop, group.agent_cfg, resume=resume, quiet=quiet,
-                           members=members)
-    return _member_outputs(sweep, group, summary, out_dir)
+def member_dir(out_dir: str, mid: str) -> str:
+    return os.path.join(out_dir, "members", mid)
 
 
-def _member_outputs(sweep: Sweep, group: Group, summary: dict, out_dir: str) -> list[dict[str, Any]]:
-    """Split the program's per-member metric columns into one metrics.csv per member; one result row each."""
-    with open(os.path.join(group.run.run_dir, "metrics.jsonl")) as f:
-        history = [json.loads(line) for line in f]
-    rows = []
+def finished(out_dir: str, member: Member) -> bool:
+    """Whether ``OUT/members/<id>/`` holds this member's finished result (from a run of any sweep file)."""
+    where = member_dir(out_dir, member.id)
+    if not all(os.path.exists(os.path.join(where, name)) for name in ("config.json", "metrics.csv", "summary.json")):
+        return False
+    with open(os.path.join(where, "config.json")) as f:
+        saved = json.load(f)
+    if member_id(saved["agent"], saved["run"], saved["loop"], saved["agent_config"]) != member.id:
+        raise ConfigError(f"{where} holds the result of other settings than its id says (edited or damaged); "
+                          "move it away and rerun the sweep")
+    return True
+
+
+def plan(sweep: Sweep, out_dir: str, reuse: bool = True) -> list[Group]:
+    """The programs to run: the members without a finished result in ``OUT/members/`` (all of them with
+    ``reuse=False``), one program per env, run, loop and static agent fields. Members with equal ids run once."""
+    todo = {}
+    for member in sweep.members:
+        if member.id not in todo and not (reuse and finished(out_dir, member)):
+            todo[member.id] = member
+    groups: dict[Any, list[Member]] = {}
+    for member in todo.values():
+        groups.setdefault(_program_key(member), []).append(member)
+    return [make_group(index, members, out_dir) for index, members in enumerate(groups.values())]
+
+
+def _program_key(member: Member):
+    from jaxrl.loop import program_fields
+
+    return (member.env, repr(dataclasses.replace(member.run, seed=0)), repr(member.loop),
+            repr(sorted(program_fields(member.agent_cfg).items())))
+
+
+def make_group(index: int, members, out_dir: str) -> Group:
+    """One program of ``members`` (which must share env, run, loop and static agent fields), in id order, in
+    ``OUT/groups/<env>-<hash of the ids>``."""
+    members = sorted(members, key=lambda m: m.id)
+    if len({_program_key(m) for m in members}) != 1:
+        raise ConfigError(f"members {', '.join(m.id for m in members)} cannot share one program (env, run, loop or "
+                          "static agent fields differ)")
+    first = members[0]
+    name = program_name(first.env, [m.id for m in members])
+    run = dataclasses.replace(first.run, seeds=len(members), run_dir=os.path.join(out_dir, "groups", name))
+    return Group(index, name, run, first.loop, first.agent_cfg, tuple(members), tuple(m.agent_cfg for m in members))
+
+
+def describe(sweep: Sweep, out_dir: str) -> str:
+    """What ``--dry-run`` prints: the programs to run with their members, and the members reused."""
+    groups = plan(sweep, out_dir)
+    planned = {m.id for g in groups for m in g.members}
+    reused = [m for m in sweep.members if m.id not in planned]
+    lines = [f"{len(sweep.members)} member(s): {len(reused)} reused from {os.path.join(out_dir, 'members')}, "
+             f"{len(planned)} to run in {len(groups)} program(s)"]
+    for g in groups:
+        lines.append(f"{os.path.join(out_dir, 'groups', g.name)}: {len(g.members)} member(s) in one program")
+        lines += [f"  member {m.index} id {m.id} seed {m.seed} {m.values}" for m in g.members]
+    if reused:
+        lines.append("reused (finished in OUT/members/<id>):")
+        lines += [f"  member {m.index} id {m.id} seed {m.seed} {m.values}" for m in reused]
+    dupes = len(sweep.members) - len({m.id for m in sweep.members})
+    if dupes:
+        lines.append(f"{dupes} member(s) repeat an earlier member of the file exactly: they share its result")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- plan.json, jobs
+
+
+def _definition(sweep_agent: str, member: Member) -> dict[str, Any]:
+    from experiments.train import config_to_dict
+
+    return {"agent": sweep_agent, "env": member.env, "seed": member.seed, "values": member.values,
+            "run": config_to_dict(member.run), "loop": config_to_dict(member.loop),
+            "agent_config": config_to_dict(member.agent_cfg)}
+
+
+def read_plan(out_dir: str) -> dict[str, Any]:
+    path = os.path.join(out_dir, PLAN_FILE)
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        raise ConfigError(f"no {path}: run the sweep with jaxrl sweep FILE --out {out_dir} first") from None
+    except ValueError as e:
+        raise ConfigError(f"{path} is unreadable ({e})") from None
+
+
+def write_plan(sweep_file: str, sweep: Sweep, groups: list[Group], out_dir: str) -> dict[str, Any]:
+    """``OUT/plan.json``: the file's members in order (id, reused or not), the programs to run (member ids), and the
+    definition of every member ever planned into ``OUT`` (merged: ids are hashes, so entries never conflict; a job
+    queued by an earlier driver still finds its members)."""
+    from jaxrl.logging import write_json
+
+    path = os.path.join(out_dir, PLAN_FILE)
+    definitions = {}
+    if os.path.exists(path):
+        try:
+            definitions = dict(read_plan(out_dir).get("definitions", {}))
+        except ConfigError:
+            definitions = {}
+    definitions.update({m.id: _definition(sweep.agent_spec, m) for m in sweep.members})
+    planned = {m.id for g in groups for m in g.members}
+    data = {"sweep_file": os.path.abspath(sweep_file), "agent": sweep.agent_spec, "swept": list(sweep.swept),
+            "members": [{"member": m.index, "id": m.id, "env": m.env, "seed": m.seed, "values": m.values,
+                         "reused": m.id not in planned} for m in sweep.members],
+            "programs": [{"name": g.name, "env": g.run.env, "members": [m.id for m in g.members]} for g in groups],
+            "definitions": definitions}
+    os.makedirs(out_dir, exist_ok=True)
+    write_json(path, data)
+    return data
+
+
+def _member_from_definition(agent, mid: str, d: dict[str, Any]) -> Member:
+    from experiments.train import RunConfig, config_from_dict
+    from jaxrl.loop import LoopConfig
+
+    member = Member(-1, d["env"], d["seed"], d["values"], mid, config_from_dict(RunConfig, d["run"]),
+                    config_from_dict(LoopConfig, d["loop"]), config_from_dict(agent.Config, d["agent_config"]))
+    if member_id(d["agent"], d["run"], d["loop"], d["agent_config"]) != mid:
+        raise ConfigError(f"plan.json: the definition of member {mid} does not hash to its id (edited?)")
+    return member
+
+
+def run_program(out_dir: str, member_ids: list[str], quiet: bool = True) -> list[str]:
+    """Train the program of exactly these members (their definitions from ``OUT/plan.json``; nothing is
+    re-planned) in ``OUT/groups/<env>-<hash>``: start it, resume it from its checkpoint, or reuse it if it
+    finished (``continue_or_start``); then write each member's ``OUT/members/<id>/``. The unit of work a launcher
+    ships to a worker; returns the member ids."""
+    from agents import get_agent
+    from experiments.train import continue_or_start
+
+    saved = read_plan(out_dir)
+    missing = [mid for mid in member_ids if mid not in saved.get("definitions", {})]
+    if missing:
+        raise ConfigError(f"{os.path.join(out_dir, PLAN_FILE)} does not define member(s) {', '.join(missing)}")
+    agent = get_agent(saved["definitions"][member_ids[0]]["agent"])
+    members = [_member_from_definition(agent, mid, saved["definitions"][mid]) for mid in member_ids]
+    group = make_group(0, members, out_dir)
+    summary, _ = continue_or_start(agent, group.run, group.loop, group.agent_cfg,
+                                   members=[(m.seed, m.agent_cfg) for m in group.members], quiet=quiet)
+    _write_members(saved["definitions"], group, summary, out_dir)
+    return [m.id for m in group.members]
+
+
+def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> None:
+    """Split the program's per-member metric columns into each member's own ``metrics.csv``, and write its
+    ``config.json``; ``summary.json`` last (it marks the member finished)."""
+    from jaxrl.logging import read_rows, write_json, write_text_atomic
+
+    history = read_rows(os.path.join(group.run.run_dir, "metrics.jsonl"))
     for k, member in enumerate(group.members):
         suffix = f"/member{k}"
         own = [{"env_steps": r["env_steps"], "updates": r["updates"],
                 **{name[: -len(suffix)]: v for name, v in r.items() if name.endswith(suffix)}} for r in history]
         if len(group.members) == 1:  # a one-member program logs no per-member columns
             own = [{n: v for n, v in r.items() if "/member" not in n} for r in history]
-        member_dir = os.path.join(out_dir, "members", f"m{member.index:03d}")
-        os.makedirs(member_dir, exist_ok=True)
-        _write_csv(os.path.join(member_dir, "metrics.csv"), own)
-        evals = [r["eval/return"] for r in own if r.get("eval/return") is not None]
-        row = {"member": member.index, "group": group.name, "member_in_group": k, "env": member.env,
-               "seed": member.seed, **{name: member.values.get(name) for name in sweep.swept},
-               "final_eval_return": evals[-1] if evals else float("nan"),
-               "best_eval_return": max(evals) if evals else float("nan"),
-               "env_steps": summary["env_steps"], "compile_s": summary["compile_s"],
-               "run_s": summary.get("run_s", float("nan")), "group_members": len(group.members)}
-        with open(os.path.join(member_dir, "summary.json"), "w") as f:
-            json.dump(row, f, indent=2)
-        rows.append(row)
-    return rows
+        where = member_dir(out_dir, member.id)
+        os.makedirs(where, exist_ok=True)
+        config = {**definitions[member.id], "id": member.id, "group": group.name,
+                  "group_dir": os.path.join("groups", group.name), "member_in_group": k,
+                  "group_members": len(group.members)}
+        write_json(os.path.join(where, "config.json"), config)
+        write_text_atomic(os.path.join(where, "metrics.csv"), _csv_text(own))
+        evals = _evals(own)
+        write_json(os.path.join(where, "summary.json"), {
+            "id": member.id, "env_steps": own[-1]["env_steps"] if own else 0,
+            "final_eval_return": evals[-1] if evals else float("nan"),
+            "best_eval_return": max(evals) if evals else float("nan"),
+            **{name: summary.get(name) for name in ("compile_s", "run_s", "wall_s", "resumed_from")}})
 
 
-def _write_csv(path: str, rows: list[dict[str, Any]]) -> None:
+def _evals(rows) -> list[float]:
+    values = [r.get("eval/return") for r in rows]
+    return [float(v) for v in values if v not in (None, "")]
+
+
+def _csv_text(rows: list[dict[str, Any]]) -> str:
     columns = list(dict.fromkeys(k for r in rows for k in r))
-    with open(path, "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------------------- results
+
+
+def _swept_value(config: dict[str, Any], name: str):
+    section, field = _key(name)
+    return config[section][field]
+
+
+def result_row(out_dir: str, index: int, mid: str, swept) -> dict[str, Any]:
+    """One row of results.csv, from ``OUT/members/<id>/`` alone: config.json (group, position, env, seed, the
+    swept fields' resolved values), metrics.csv (eval returns, env steps) and summary.json (timings)."""
+    where = member_dir(out_dir, mid)
+    with open(os.path.join(where, "config.json")) as f:
+        config = json.load(f)
+    with open(os.path.join(where, "metrics.csv"), newline="") as f:
+        metrics = list(csv.DictReader(f))
+    with open(os.path.join(where, "summary.json")) as f:
+        summary = json.load(f)
+    evals = _evals(metrics)
+    return {"member": index, "member_id": mid, "group": config["group"], "member_in_group": config["member_in_group"],
+            "env": config["env"], "seed": config["seed"], **{name: _swept_value(config, name) for name in swept},
+            "final_eval_return": evals[-1] if evals else float("nan"),
+            "best_eval_return": max(evals) if evals else float("nan"),
+            "env_steps": int(metrics[-1]["env_steps"]) if metrics else 0, "compile_s": summary["compile_s"],
+            "run_s": summary["run_s"], "group_members": config["group_members"]}
 
 
 def collect(out_dir: str) -> list[dict[str, Any]]:
-    """results.csv from every finished member's summary (whatever launcher ran it), sorted by member."""
-    members_dir = os.path.join(out_dir, "members")
-    rows = []
-    for name in sorted(os.listdir(members_dir)) if os.path.isdir(members_dir) else []:
-        path = os.path.join(members_dir, name, "summary.json")
-        if os.path.exists(path):
-            with open(path) as f:
-                rows.append(json.load(f))
-    rows.sort(key=lambda r: r["member"])
+    """``OUT/results.csv``: one row per member of the sweep file ``OUT/plan.json`` was last written for, in file
+    order, each derived from its own ``OUT/members/<id>/`` (whatever launcher or earlier sweep produced it).
+    Members without a finished result are left out, with a note."""
+    saved = read_plan(out_dir)
+    rows, missing = [], []
+    for entry in saved["members"]:
+        if os.path.exists(os.path.join(member_dir(out_dir, entry["id"]), "summary.json")):
+            rows.append(result_row(out_dir, entry["member"], entry["id"], saved["swept"]))
+        else:
+            missing.append(entry["member"])
+    if missing:
+        print(f"jaxrl: {len(missing)} member(s) have no result yet (members {missing}); results.csv leaves them out",
+              file=sys.stderr, flush=True)
     if rows:
-        _write_csv(os.path.join(out_dir, "results.csv"), rows)
+        from jaxrl.logging import write_text_atomic
+
+        write_text_atomic(os.path.join(out_dir, "results.csv"), _csv_text(rows))
     return rows
 
 
 def run_sweep(sweep_file: str, out_dir: str, launcher: str = "local", launcher_options: dict | None = None,
               quiet: bool = False) -> list[dict[str, Any]]:
-    """Run every program of the sweep with ``launcher`` and write ``out_dir/results.csv``."""
+    """Plan (reusing finished members), write ``OUT/plan.json``, run the programs with ``launcher``, and write
+    ``OUT/results.csv``; returns its rows."""
     from experiments import launch
 
     sweep = load(sweep_file)
     groups = plan(sweep, out_dir)
-    os.makedirs(out_dir, exist_ok=True)
-    with open(os.path.join(out_dir, "plan.json"), "w") as f:
-        json.dump({"sweep_file": os.path.abspath(sweep_file), "agent": sweep.agent.name, "swept": sweep.swept,
-                   "groups": [{"name": g.name, "env": g.run.env, "members": [m.index for m in g.members]}
-                              for g in groups]}, f, indent=2)
+    write_plan(sweep_file, sweep, groups, out_dir)
     if not quiet:
-        print(f"{len(sweep.members)} member(s) in {len(groups)} program(s): "
-              + ", ".join(f"{g.name} x{len(g.members)}" for g in groups), flush=True)
-    launch.launch(launcher, os.path.abspath(sweep_file), os.path.abspath(out_dir), [g.index for g in groups],
+        reused = len({m.id for m in sweep.members}) - sum(len(g.members) for g in groups)
+        print(f"{len(sweep.members)} member(s), {reused} reused; {len(groups)} program(s) to run"
+              + "".join(f"\n  {g.name} x{len(g.members)}" for g in groups), flush=True)
+    launch.launch(launcher, os.path.abspath(out_dir), [[m.id for m in g.members] for g in groups],
                   launcher_options or {}, quiet)
     return collect(out_dir)

@@ -377,7 +377,7 @@ def _train_locked(agent, run, loop, agent_cfg, members, custom_members, saved, r
                        if np.any(s >= 0)}
                 if bad:
                     name, step = min(bad.items(), key=lambda kv: kv[1])
-                    good = checkpoint.latest_intact_step(ckpt_dir, abstract)
+                    good = checkpoint.latest_intact_step(ckpt_dir)
                     kept = "none was saved" if good is None else f"env step {good}"
                     raise NonFiniteError(f"non-finite {name} at env step {step}; stopped, the last good checkpoint "
                                          f"({kept}) is kept")

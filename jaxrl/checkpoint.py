@@ -1,15 +1,17 @@
 """Orbax checkpoints of the whole training state (agent, buffer, envs, RNG, counters), verified on restore.
 
-Each checkpoint holds two orbax items committed together: ``state`` (every leaf, keyed by its pytree path) and
-``integrity`` (a CRC-32 of every leaf's bytes). Orbax itself checks no content on restore, so a flipped byte in
-an array file would otherwise come back as silently different weights; ``restore`` recomputes the checksums and
-treats any mismatch, unreadable file or missing item as a damaged checkpoint. It then falls back to the newest
-checkpoint that verifies, and reports the damaged ones to its caller.
+Orbax checks no content on restore: a flipped byte in an array file comes back as silently different weights,
+and a truncated file fails deep inside tensorstore with pages of logs. So once orbax has committed a step,
+``save`` writes ``MANIFEST`` into it: the size and CRC-32 of every file of the checkpoint. A step is complete
+only with its manifest. ``restore`` checks the files against it before orbax reads anything, treats any
+difference (or a missing manifest: a kill between orbax's commit and the manifest) as a damaged checkpoint,
+falls back to the newest one that verifies, and reports the damaged ones to its caller.
 """
 from __future__ import annotations
 
 import errno
 import glob
+import json
 import os
 import shutil
 import zlib
@@ -21,7 +23,8 @@ import orbax.checkpoint as ocp
 
 from jaxrl import ConfigError
 
-STATE, INTEGRITY = "state", "integrity"
+STATE = "state"
+MANIFEST = "jaxrl_manifest.json"
 # errnos that mean "this file system cannot take the write" rather than a bug.
 WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
 
@@ -69,35 +72,50 @@ def _flatten(state) -> dict:
     return {jax.tree_util.keystr(path): leaf for path, leaf in leaves if leaf.size > 0}
 
 
-def _crc(leaf) -> str | None:
-    """CRC-32 of a leaf's bytes; None for a leaf this process cannot see whole (multi-host shards)."""
-    if isinstance(leaf, jax.Array) and not leaf.is_fully_addressable:
-        return None
-    return f"{zlib.crc32(np.ascontiguousarray(jax.device_get(leaf)).view(np.uint8).reshape(-1)):08x}"
-
-
 def state_bytes(state) -> int:
     """Bytes a checkpoint of ``state`` (or of its ``jax.eval_shape``) writes, before compression."""
     return sum(int(np.prod(x.shape)) * np.dtype(x.dtype).itemsize for x in jax.tree.leaves(state))
 
 
 def save(mngr: ocp.CheckpointManager, step: int, state) -> None:
-    """Synchronous: once this returns, a kill cannot leave the newest checkpoint half-written (orbax writes into
-    a temporary directory and renames it on commit). A full or read-only disk raises ``WriteError`` after the
-    partial temporary directory is removed; older checkpoints are untouched."""
+    """Synchronous: once this returns, the checkpoint and its manifest are on disk (orbax writes into a temporary
+    directory and renames it on commit; the manifest is written atomically after). A full or read-only disk raises
+    ``WriteError`` after the partial temporary directory is removed; older checkpoints are untouched."""
     flat = _flatten(state)
-    integrity = {"crc32": {key: _crc(leaf) for key, leaf in flat.items()}}
+    step_dir = os.path.join(str(mngr.directory), str(step))
     try:
-        mngr.save(step, args=ocp.args.Composite(**{STATE: ocp.args.StandardSave(flat),
-                                                  INTEGRITY: ocp.args.JsonSave(integrity)}), force=True)
+        mngr.save(step, args=ocp.args.Composite(**{STATE: ocp.args.StandardSave(flat)}), force=True)
         mngr.wait_until_finished()
+        if jax.process_index() == 0:
+            from jaxrl.logging import write_json
+
+            write_json(os.path.join(step_dir, MANIFEST), {"files": _file_sums(step_dir)})
     except Exception as e:  # noqa: BLE001 - orbax wraps OS errors in several types
         error = disk_error(e)
         if error is None:
             raise
         for partial in glob.glob(os.path.join(str(mngr.directory), f"{step}.orbax-checkpoint-tmp*")):
             shutil.rmtree(partial, ignore_errors=True)
-        raise write_failure(os.path.join(str(mngr.directory), str(step)), state_bytes(flat), error) from None
+        if os.path.isdir(step_dir) and not os.path.exists(os.path.join(step_dir, MANIFEST)):
+            shutil.rmtree(step_dir, ignore_errors=True)  # committed by orbax but never completed
+        raise write_failure(step_dir, state_bytes(flat), error) from None
+
+
+def _file_sums(step_dir: str) -> dict[str, list[int]]:
+    """{path relative to the step directory: [size, crc32]} of every file but the manifest."""
+    sums = {}
+    for root, _, names in os.walk(step_dir):
+        for name in names:
+            path = os.path.join(root, name)
+            relative = os.path.relpath(path, step_dir)
+            if relative == MANIFEST:
+                continue
+            crc = 0
+            with open(path, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    crc = zlib.crc32(chunk, crc)
+            sums[relative] = [os.path.getsize(path), crc]
+    return sums
 
 
 def steps(directory: str) -> list[int]:
@@ -111,26 +129,37 @@ class Damaged(Exception):
     pass
 
 
+def _verify_files(step_dir: str) -> None:
+    try:
+        with open(os.path.join(step_dir, MANIFEST)) as f:
+            expected = json.load(f)["files"]
+    except (OSError, ValueError, KeyError, TypeError):
+        raise Damaged("its manifest is missing or unreadable (killed while saving?)") from None
+    actual = _file_sums(step_dir)
+    for relative, (size, crc) in sorted(expected.items()):
+        if relative not in actual:
+            raise Damaged(f"{relative} is missing")
+        if actual[relative][0] != size:
+            raise Damaged(f"{relative} has {actual[relative][0]} bytes, the manifest says {size}")
+        if actual[relative][1] != crc:
+            raise Damaged(f"checksum mismatch in {relative}")
+
+
 def _restore_one(directory: str, abstract_state, step: int):
+    _verify_files(os.path.join(directory, str(step)))
     flat_abstract = _flatten(abstract_state)
     # A sharded abstract state (jaxrl.sharding) restores each leaf straight onto its devices.
     target = {k: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
               for k, x in flat_abstract.items()}
     try:
         restored = manager(directory).restore(step, args=ocp.args.Composite(**{
-            STATE: ocp.args.StandardRestore(target), INTEGRITY: ocp.args.JsonRestore()}))
-        values, integrity = restored[STATE], restored[INTEGRITY]
+            STATE: ocp.args.StandardRestore(target)}))[STATE]
     except Exception as e:  # noqa: BLE001 - orbax raises many types for unreadable / mismatched data
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise Damaged(f"unreadable or not this run's shapes: {message[:160]}") from None
-    expected = (integrity or {}).get("crc32")
-    if not isinstance(expected, dict) or set(expected) != set(target):
-        raise Damaged("its checksum record is missing or lists other arrays")
-    for key, value in values.items():
-        if expected[key] is not None and _crc(value) != expected[key]:
-            raise Damaged(f"checksum mismatch in {key}")
+        raise Damaged(f"does not match this run's shapes: {message[:160]}") from None
     paths, treedef = jax.tree_util.tree_flatten_with_path(abstract_state)
-    leaves = [values[jax.tree_util.keystr(p)] if x.size > 0 else jax.numpy.zeros(x.shape, x.dtype) for p, x in paths]
+    leaves = [restored[jax.tree_util.keystr(p)] if x.size > 0 else jax.numpy.zeros(x.shape, x.dtype)
+              for p, x in paths]
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
@@ -163,11 +192,12 @@ def restore(directory: str, abstract_state, step: int | None = None,
                       f"{others}")
 
 
-def latest_intact_step(directory: str, abstract_state) -> int | None:
-    """The newest checkpoint that verifies, or None: what may be called the last good one."""
+def latest_intact_step(directory: str) -> int | None:
+    """The newest checkpoint whose files verify against its manifest, or None: what may be called the last good
+    one."""
     for candidate in steps(directory):
         try:
-            _restore_one(directory, abstract_state, candidate)
+            _verify_files(os.path.join(directory, str(candidate)))
             return candidate
         except Damaged:
             continue

@@ -58,10 +58,13 @@ class RunLogger:
             return row
         self._write(self.jsonl_path, json.dumps(row) + "\n", atomic=False)
         self._rewrite_csv()
-        for name, value in row.items():
-            if f"/{self.member_label}" not in name and name != "env_steps" and np.isfinite(value):
-                self.tb.add_scalar(name, value, row["env_steps"])
-        self.tb.flush()
+        try:
+            for name, value in row.items():
+                if f"/{self.member_label}" not in name and name != "env_steps" and np.isfinite(value):
+                    self.tb.add_scalar(name, value, row["env_steps"])
+            self.tb.flush()
+        except OSError as e:
+            self._raise_write_failure(os.path.join(self.run_dir, "tensorboard"), 1024, e)
         return row
 
     def _rewrite_csv(self):
@@ -77,8 +80,6 @@ class RunLogger:
     def _write(path: str, text: str, atomic: bool) -> None:
         """Append a line, or replace a whole file atomically (a crash leaves the old or the new file). A full or
         read-only disk raises ``WriteError`` naming the path and the bytes."""
-        from jaxrl.checkpoint import disk_error, write_failure
-
         try:
             if atomic:
                 write_text_atomic(path, text)
@@ -86,9 +87,15 @@ class RunLogger:
                 with open(path, "a") as f:
                     f.write(text)
         except OSError as e:
-            if disk_error(e) is None:
-                raise
-            raise write_failure(path, len(text.encode()), disk_error(e)) from None
+            RunLogger._raise_write_failure(path, len(text.encode()), e)
+
+    @staticmethod
+    def _raise_write_failure(path: str, needed: int, error: OSError):
+        from jaxrl.checkpoint import disk_error, write_failure
+
+        if disk_error(error) is None:
+            raise error
+        raise write_failure(path, needed, disk_error(error)) from None
 
     def plot(self, title: str) -> str | None:
         if not self.write:
@@ -113,8 +120,12 @@ class RunLogger:
         ax.set_title(title)
         ax.grid(alpha=0.3)
         fig.tight_layout()
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
+        try:
+            fig.savefig(path, dpi=100)
+        except OSError as e:
+            self._raise_write_failure(path, 100_000, e)
+        finally:
+            plt.close(fig)
         return path
 
     def close(self):

@@ -66,13 +66,13 @@ def test_bad_input_fails_with_one_line(args, fragments):
 @pytest.mark.slow
 def test_missing_and_corrupt_checkpoints(tmp_path):
     run_dir = str(tmp_path / "run")
-    assert jaxrl("train", *TINY, "--steps", "200", "--run-dir", run_dir).returncode == 0
+    assert jaxrl("train", *TINY, "--steps", "200", "--learning-starts", "100", "--run-dir", run_dir).returncode == 0
     ckpt = tmp_path / "run" / "checkpoints"
     step_dir = ckpt / "200"
     for path in step_dir.rglob("*"):
         if path.is_file() and path.stat().st_size > 0:
             path.write_bytes(b"\x00garbage" * 4)
-    assert_one_line_error(jaxrl("train", "--resume", run_dir), "corrupt", "200")
+    assert_one_line_error(jaxrl("train", "--resume", run_dir), "no intact checkpoint", "env step 200 is damaged")
     for path in sorted(ckpt.rglob("*"), reverse=True):
         path.unlink() if path.is_file() else path.rmdir()
     assert_one_line_error(jaxrl("train", "--resume", run_dir), "no checkpoint")
@@ -112,7 +112,8 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     ckpt_dir = os.path.join(killed, "checkpoints")
     deadline = time.time() + 300
-    while time.time() < deadline and not (os.path.isdir(ckpt_dir) and str(every) in os.listdir(ckpt_dir)):
+    # A checkpoint is complete once its manifest is written (jaxrl.checkpoint).
+    while time.time() < deadline and not os.path.exists(os.path.join(ckpt_dir, str(every), "jaxrl_manifest.json")):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
