@@ -77,33 +77,25 @@ class Plan:
 
 def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: int | None,
               overrides: list[str]) -> Plan:
-    from agents import get_agent
-    from experiments import configs
-    from experiments.rundir import config_from_dict
-    from experiments.train import RunConfig
-    from jaxrl.loop import LoopConfig, default_loop_config
+    from experiments import configs, rundir
 
     saved = configs.load(config)
     spec = saved["reproduce"]
     if not spec:
         raise ConfigError(f"config {config!r} has no [reproduce] table (algorithm, tasks, seeds); configs with one: "
                           + ", ".join(n for n in configs.list_configs() if configs.load(n)["reproduce"]))
-    agent = get_agent(saved["agent"] or "sac")
-    sections = {s: dict(saved[s]) for s in ("run", "loop", "agent_config")}
+    tables = {s: {} for s in rundir.SECTIONS}
     for item in overrides:
         name, sep, value = item.partition("=")
         section, _, field = name.rpartition(".")
-        if not sep or section not in sections:
+        if not sep or section not in tables:
             raise ConfigError(f"--override {item!r}: expected run.FIELD=VALUE, loop.FIELD=VALUE or "
                               "agent_config.FIELD=VALUE")
-        sections[section][field] = _parse_value(value)
-    for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
-        configs.check_fields(cls, sections[section], f"config {config} [{section}]")
+        tables[section][field] = _parse_value(value)
     if steps is not None:
-        sections["loop"]["steps"] = steps
-    run = config_from_dict(RunConfig, sections["run"])
-    loop = dataclasses.replace(default_loop_config(agent), **sections["loop"])
-    agent_cfg = config_from_dict(agent.Config, sections["agent_config"])
+        tables["loop"]["steps"] = steps
+    resolved = rundir.resolve(config=config, tables=tables)
+    agent, run, loop, agent_cfg = resolved.agent, resolved.run, resolved.loop, resolved.agent_cfg
     seeds = spec.get("seeds", 1) if seeds is None else seeds
     if seeds <= 0:
         raise ConfigError(f"--seeds must be a positive integer, got {seeds}")

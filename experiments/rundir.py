@@ -35,6 +35,7 @@ from jaxrl.logging import write_json  # noqa: F401 - atomic; the run's JSON file
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "metrics.csv", "checkpoints", "tensorboard",
              "learning_curve.png", "damaged_checkpoints")
 LOCK_FILE = "run.lock"
+SECTIONS = ("run", "loop", "agent_config")
 # Fields of a saved run that its checkpoint fixes: they shape the saved state or the program that produced it.
 RUN_FIXED = ("env", "seed", "seeds", "brax_backend", "playground_impl")
 LOOP_CHANGEABLE = ("steps",)
@@ -225,28 +226,33 @@ class Resolved:
 
 
 def resolve(agent_name: str | None = None, config: str | None = None, saved: dict[str, Any] | None = None,
-            run_dir: str | None = None) -> Resolved:
-    """The base configs of a new run (agent defaults < named config ``config``) or of a saved one (its
-    ``config.json`` as read by ``load_saved``, placed at ``run_dir``). Flags then apply on top (``jaxrl train``)."""
+            run_dir: str | None = None, tables: dict[str, dict[str, Any]] | None = None, where: str = "") -> Resolved:
+    """A run's configs by the one precedence rule: agent defaults < named config ``config`` < ``tables`` (the
+    ``[run]``/``[loop]``/``[agent_config]`` tables of a sweep file or ``reproduce --override``s) — or, for a saved
+    run, its ``config.json`` as read by ``load_saved`` (placed at ``run_dir``). Flags then apply on top (``jaxrl
+    train`` gives these as tyro's defaults) and ``resume_request`` enforces what the checkpoint fixes. Unknown
+    fields and values of the wrong type are one-line errors naming ``where`` they came from."""
     from agents import get_agent
     from experiments import configs
     from experiments.train import RunConfig
     from jaxrl.loop import LoopConfig, default_loop_config
 
+    sections = {s: {} for s in SECTIONS}
     source = saved
-    where = f"{run_dir}/config.json" if saved is not None else f"config {config}"
     if saved is None and config is not None:
         source = configs.load(config)
     if saved is not None and agent_name and agent_name != saved.get("agent"):
         raise ConfigError(f"--agent {agent_name} does not match the resumed run's agent {saved.get('agent')!r}")
     agent = get_agent(agent_name or (source or {}).get("agent") or "sac")
-    if source is None:
-        return Resolved(agent, RunConfig(), default_loop_config(agent), agent.Config(), None)
+    where = where or (f"{run_dir}/config.json" if saved is not None else f"config {config}" if config else "config")
+    for section in SECTIONS:
+        sections[section].update((source or {}).get(section, {}))
+        sections[section].update((tables or {}).get(section, {}))
     for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
-        configs.check_fields(cls, source[section], f"{where} [{section}]")
-    run = config_from_dict(RunConfig, {**source["run"], **({"run_dir": run_dir} if run_dir else {})})
-    loop = dataclasses.replace(default_loop_config(agent), **source["loop"])
-    agent_cfg = config_from_dict(agent.Config, source["agent_config"])
+        configs.check_fields(cls, sections[section], f"{where} [{section}]")
+    run = config_from_dict(RunConfig, {**sections["run"], **({"run_dir": run_dir} if run_dir else {})})
+    loop = dataclasses.replace(default_loop_config(agent), **sections["loop"])
+    agent_cfg = config_from_dict(agent.Config, sections["agent_config"])
     members = None
     if saved is not None and saved.get("members"):
         members = []
@@ -254,6 +260,18 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
             configs.check_fields(agent.Config, m["agent_config"], f"{where} members[{k}]")
             members.append((m["seed"], config_from_dict(agent.Config, m["agent_config"])))
     return Resolved(agent, run, loop, agent_cfg, members)
+
+
+def differences(base: Resolved, run, loop, agent_cfg) -> dict[str, tuple[Any, Any]]:
+    """{"section.field": (saved, requested)} for every field that differs (the run directory aside)."""
+    changes = {}
+    for section, old, new in (("run", base.run, run), ("loop", base.loop, loop),
+                              ("agent_config", base.agent_cfg, agent_cfg)):
+        for f in dataclasses.fields(old):
+            before, after = getattr(old, f.name), getattr(new, f.name)
+            if before != after and f.name != "run_dir":
+                changes[f"{section}.{f.name}"] = (before, after)
+    return changes
 
 
 @dataclasses.dataclass(frozen=True)
@@ -278,13 +296,7 @@ def resume_request(agent, saved: dict[str, Any], run, loop, agent_cfg) -> Resume
     from jaxrl.loop import program_fields
 
     base = resolve(saved=saved, run_dir=run.run_dir)
-    changes = {}
-    for section, old, new in (("run", base.run, run), ("loop", base.loop, loop), ("agent_config", base.agent_cfg,
-                                                                                  agent_cfg)):
-        for f in dataclasses.fields(old):
-            before, after = getattr(old, f.name), getattr(new, f.name)
-            if before != after and f.name != "run_dir":
-                changes[f"{section}.{f.name}"] = (before, after)
+    changes = differences(base, run, loop, agent_cfg)
     static = set(program_fields(base.agent_cfg)) | set(program_fields(agent_cfg))
     for name, (before, after) in changes.items():
         section, _, field = name.partition(".")

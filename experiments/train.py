@@ -355,10 +355,14 @@ def _train_locked(agent, run, loop, agent_cfg, members, custom_members, saved, r
         last_save = time.perf_counter()
         saved_step = resume_step
 
+        checkpoint_s = 0.0
+
         def save(env_steps):
-            nonlocal last_save, saved_step
+            nonlocal last_save, saved_step, checkpoint_s
             if saved_step != env_steps:
+                t0 = time.perf_counter()
                 checkpoint.save(mngr, env_steps, state)
+                checkpoint_s += time.perf_counter() - t0
                 saved_step = env_steps
             last_save = time.perf_counter()
 
@@ -411,7 +415,7 @@ def _train_locked(agent, run, loop, agent_cfg, members, custom_members, saved, r
         "final_eval_return": float(np.mean(last_eval)),
         "final_eval_return_per_seed": [float(x) for x in last_eval],
         "env_steps_per_s": steps_run / max(run_s, 1e-9), "compile_s": compile_s, "run_s": run_s,
-        "wall_s": time.perf_counter() - t_start, "resumed_from": resume_step,
+        "checkpoint_s": checkpoint_s, "wall_s": time.perf_counter() - t_start, "resumed_from": resume_step,
     }
     if custom_members:
         summary["members"] = [{"seed": seed, "agent_config": config_to_dict(cfg), "final_eval_return": float(ret)}
@@ -461,17 +465,19 @@ def continue_or_start(agent, run: RunConfig, loop: LoopConfig, agent_cfg, member
     """What sweeps and ``jaxrl reproduce`` do with their own run directories: start the run, continue it if the
     directory holds this very run (same configs; a larger ``steps`` continues), reuse it if it is finished, and
     refuse in one line if it holds a run of other settings (nothing is ever relabelled)."""
+    from jaxrl.loop import learning_starts
+
     run_dir = run.run_dir
     if not rundir.run_files(run_dir):
         return train(agent, run, loop, agent_cfg, quiet=quiet, members=members)
-    saved = rundir.load_saved(run_dir)
-    request = rundir.resume_request(agent, saved, run, loop, agent_cfg)
+    base = rundir.resolve(saved=rundir.load_saved(run_dir), run_dir=run_dir)
+    changes = rundir.differences(base, run, dataclasses.replace(loop, learning_starts=learning_starts(loop)),
+                                 agent_cfg)
     # Run fields other than RUN_FIXED (checkpoint cadence, cache, ...) and a larger steps do not change results.
     defining = [f"run.{f}" for f in rundir.RUN_FIXED]
-    different = {name: change for name, change in request.changes.items()
+    different = {name: change for name, change in changes.items()
                  if name in defining or name.split(".")[0] in ("loop", "agent_config") and name != "loop.steps"}
     if members is not None:
-        base = rundir.resolve(saved=saved, run_dir=run_dir)
         if base.members != list(members):
             different["members"] = ("...", "...")
     if different:

@@ -1,5 +1,6 @@
 """Run directories keep results safe: no run written over another, locks, resume rules, signals, damaged
 checkpoints, torn files, full or read-only disks (experiments/rundir.py, jaxrl/checkpoint.py, experiments/train.py)."""
+import dataclasses
 import hashlib
 import json
 import os
@@ -440,3 +441,18 @@ def test_usage_errors_name_the_flag_and_stay_short(flags, flag):
     assert result.returncode == 2 and "Traceback" not in result.stderr + result.stdout
     text = result.stderr + result.stdout
     assert flag in text and len(text.strip().splitlines()) <= 15
+
+
+def test_sweeps_and_reproduce_reuse_their_own_run_and_refuse_one_of_other_settings(finished, tmp_path):
+    from experiments.train import continue_or_start
+
+    run_dir = copy_of(finished, tmp_path)
+    before = snapshot(run_dir)
+    same = rundir.resolve(saved=rundir.load_saved(run_dir), run_dir=run_dir)
+    summary, _ = continue_or_start(same.agent, same.run, same.loop, same.agent_cfg, quiet=True)
+    assert summary == json.load(open(os.path.join(run_dir, "summary.json"))) and snapshot(run_dir) == before
+    with pytest.raises(ConfigError, match=r"holds a run with other settings \(agent_config.actor_lr: 0.0003 there"):
+        continue_or_start(same.agent, same.run, same.loop, same.agent_cfg.replace(actor_lr=1e-3), quiet=True)
+    with pytest.raises(ConfigError, match="other settings .loop.num_envs"):
+        continue_or_start(same.agent, same.run, dataclasses.replace(same.loop, num_envs=2), same.agent_cfg)
+    assert snapshot(run_dir) == before
