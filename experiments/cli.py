@@ -32,6 +32,17 @@ def _error(message: str, code: int = 2) -> int:
     return code
 
 
+def _failure(e: Exception, resume_hint: str = "") -> int:
+    """The exit code and one line of a run that did not finish: 2 bad input, 3 non-finite loss, 4 a write failed,
+    128 + N stopped by signal N (after its checkpoint)."""
+    from experiments.train import Interrupted, NonFiniteError, WriteError
+
+    if isinstance(e, Interrupted):
+        print(f"jaxrl: {e}{resume_hint}", file=sys.stderr, flush=True)
+        return 128 + e.signum
+    return _error(str(e), code=3 if isinstance(e, NonFiniteError) else 4 if isinstance(e, WriteError) else 2)
+
+
 def _train(argv: list[str]) -> int:
     import tyro
 
@@ -78,17 +89,10 @@ def _train(argv: list[str]) -> int:
             created = rundir.default_run_dir(name, run.env)
             run = dataclasses.replace(run, run_dir=created)
         summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members)
-    except ConfigError as e:
+    except (ConfigError, NonFiniteError, WriteError, Interrupted) as e:
         if created and not os.listdir(created):
             os.rmdir(created)  # the fresh default directory stays only if the run wrote something
-        return _error(str(e))
-    except NonFiniteError as e:
-        return _error(str(e), code=3)
-    except WriteError as e:
-        return _error(str(e), code=4)
-    except Interrupted as e:
-        print(f"jaxrl: {e}", file=sys.stderr, flush=True)
-        return 128 + e.signum
+        return _failure(e)
     print(f"final eval return {summary['final_eval_return']:.2f} after {summary['env_steps']} env steps "
           f"({(summary.get('env_steps_per_s') or 0):.0f} env steps/s, compile {(summary.get('compile_s') or 0):.1f} s);"
           f" outputs in {run.run_dir}")
@@ -97,13 +101,15 @@ def _train(argv: list[str]) -> int:
 
 def _sweep(argv: list[str]) -> int:
     from experiments import launch, sweep
+    from experiments.train import Interrupted, NonFiniteError, WriteError
     from jaxrl import ConfigError
 
     parser = argparse.ArgumentParser(prog="jaxrl sweep", description=sweep.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", help="sweep file (TOML)")
     parser.add_argument("--out", default=None, help="output directory (default sweeps/<file name>); rerunning "
-                        "into it skips finished programs and resumes interrupted ones")
+                        "any sweep file into it reuses finished members (OUT/members/<id>) and resumes interrupted "
+                        "programs")
     parser.add_argument("--launcher", default="local", help=f"one of {', '.join(launch.LAUNCHERS)}")
     parser.add_argument("--launcher-option", action="append", default=[], metavar="NAME=VALUE")
     parser.add_argument("--dry-run", action="store_true", help="print the programs and members, run nothing")
@@ -114,15 +120,11 @@ def _sweep(argv: list[str]) -> int:
         if args.launcher not in launch.LAUNCHERS:
             raise ConfigError(f"--launcher {args.launcher!r} is not one of: {', '.join(launch.LAUNCHERS)}")
         if args.dry_run:
-            spec = sweep.load(args.file)
-            for group in sweep.plan(spec, out):
-                print(f"{group.name}: {len(group.members)} member(s) in one program")
-                for m in group.members:
-                    print(f"  m{m.index:03d} seed {m.seed} {m.values}")
+            print(sweep.describe(sweep.load(args.file), out))
             return 0
         rows = sweep.run_sweep(args.file, out, args.launcher, options)
-    except ConfigError as e:
-        return _error(str(e))
+    except (ConfigError, NonFiniteError, WriteError, Interrupted) as e:
+        return _failure(e, " (or rerun the sweep: finished members are reused)")
     print(f"{len(rows)} member(s); results in {os.path.join(out, 'results.csv')}")
     return 0
 

@@ -258,17 +258,20 @@ def load(path: str) -> Sweep:
 
 def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, values: dict[str, Any]) -> Member:
     """A member with its configs resolved as ``train`` would (``learning_starts`` written as its number)."""
-    from experiments.train import RunConfig, config_from_dict, config_to_dict, validate
-    from jaxrl.loop import default_loop_config, learning_starts
+    from experiments import rundir
+    from experiments.train import config_to_dict, validate
+    from jaxrl.loop import learning_starts
 
     sections = {s: dict(base[s]) for s in SECTIONS}
     for name, value in values.items():
         section, field = _key(name)
         sections[section][field] = value
+    # A sweep never overwrites: a program directory is only started, continued or reused.
+    sections["run"].update(env=env, seed=seed, seeds=1, run_dir=None, overwrite=False)
     try:
-        run = config_from_dict(RunConfig, {**sections["run"], "env": env, "seed": seed, "seeds": 1, "run_dir": None})
-        loop = dataclasses.replace(default_loop_config(agent), **sections["loop"])
-        cfg = config_from_dict(agent.Config, sections["agent_config"])
+        # The one precedence rule (agent defaults < named config < this file's tables and the member's values).
+        resolved = rundir.resolve(agent_spec, tables=sections, where=f"sweep member {index}")
+        run, loop, cfg = resolved.run, resolved.loop, resolved.agent_cfg
         validate(run, loop)
         agent.check_config(cfg)
     except (TypeError, ConfigError) as e:
@@ -414,6 +417,7 @@ def run_program(out_dir: str, member_ids: list[str], quiet: bool = True) -> list
     from experiments.train import continue_or_start
 
     saved = read_plan(out_dir)
+    member_ids = list(dict.fromkeys(member_ids))
     missing = [mid for mid in member_ids if mid not in saved.get("definitions", {})]
     if missing:
         raise ConfigError(f"{os.path.join(out_dir, PLAN_FILE)} does not define member(s) {', '.join(missing)}")
@@ -450,7 +454,7 @@ def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> No
             "id": member.id, "env_steps": own[-1]["env_steps"] if own else 0,
             "final_eval_return": evals[-1] if evals else float("nan"),
             "best_eval_return": max(evals) if evals else float("nan"),
-            **{name: summary.get(name) for name in ("compile_s", "run_s", "wall_s", "resumed_from")}})
+            **{name: summary.get(name) for name in ("compile_s", "run_s", "checkpoint_s", "wall_s", "resumed_from")}})
 
 
 def _evals(rows) -> list[float]:

@@ -138,7 +138,8 @@ class _StopRequests:
     are noted and wait for it. Handlers can only be installed from the main thread; elsewhere, none are."""
 
     def __init__(self):
-        self.signum: int | None = None
+        self.signum: int | None = None  # the first one: it names the stop
+        self.received: list[int] = []
         self.previous: dict[int, Any] = {}
 
     def __enter__(self):
@@ -150,6 +151,8 @@ class _StopRequests:
     def _handle(self, signum, frame):
         first = self.signum is None
         self.signum = self.signum or signum
+        if signum not in self.received:
+            self.received.append(signum)
         what = "stopping after this chunk's checkpoint" if first else "already stopping; waiting for the checkpoint"
         os.write(2, f"jaxrl: {signal.Signals(signum).name} received: {what}\n".encode())
 
@@ -158,11 +161,13 @@ class _StopRequests:
             signal.signal(signum, handler)
 
     def forward(self) -> None:
-        """After the checkpoint: hand the signal to the handler that was there before (submitit's requeue on
-        SIGUSR2), so a launcher's own preemption logic runs too."""
-        handler = self.previous.get(self.signum)
-        if callable(handler) and handler not in (signal.default_int_handler,):
-            handler(self.signum, None)
+        """After the checkpoint: hand every signal received to the handler that was there before, so a launcher's
+        own preemption logic runs too (SLURM preempts with SIGTERM, which submitit only logs, then SIGUSR2, on
+        which submitit requeues the job and exits)."""
+        for signum in self.received:
+            handler = self.previous.get(signum)
+            if callable(handler) and handler not in (signal.default_int_handler,):
+                handler(signum, None)
 
 
 def _members(run: RunConfig, agent_cfg, members):
@@ -171,7 +176,7 @@ def _members(run: RunConfig, agent_cfg, members):
     return dataclasses.replace(run, seeds=len(members)), list(members), True
 
 
-def _check_memory(trainer, eval_env, members, seeds: int, key_fn) -> int:
+def _check_memory(eval_env, seeds: int, key_fn) -> int:
     """Bytes of the whole training state plus the evaluation envs, against the device's memory; returns the
     state's bytes (what one checkpoint writes)."""
     import jax
@@ -201,7 +206,6 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     from its ``config.json`` follow ``rundir.resume_request``.
     """
     from jaxrl import buffer as buffer_lib
-
     from jaxrl.loop import learning_starts
 
     run, members, custom_members = _members(run, agent_cfg, members)
@@ -238,7 +242,7 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     seeds, configs = [seed for seed, _ in members], [cfg for _, cfg in members]
     mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
     init = lambda: trainer.init_members(seeds, configs, mesh)  # noqa: E731
-    ckpt_bytes = _check_memory(trainer, eval_env, members, run.seeds, lambda: trainer.init_members(seeds, configs))
+    ckpt_bytes = _check_memory(eval_env, run.seeds, lambda: trainer.init_members(seeds, configs))
     chunk_steps = trainer.schedule.chunk_env_steps
     total_chunks = max(1, math.ceil(loop.steps / chunk_steps))
     target_steps = total_chunks * chunk_steps

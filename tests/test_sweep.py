@@ -125,11 +125,184 @@ def test_plan_groups_numeric_fields_into_one_program_and_static_ones_apart(tmp_p
     ("agent = 'sac'\nseeds = 0\n", "seeds = 0"),
     ("agent = 'sac'\n[grid]\n'run.seed' = [1, 2]\n", "set envs and seeds at the top"),
     ("agent = 'nope'\n", "unknown agent 'nope'"),
+    ("agent = 'sac'\n[loop]\nnum_envs = '4'\n", "num_envs = '4' must be an int"),
+    ("agent = 'sac'\n[grid]\nactor_lr = ['fast']\n", "actor_lr = 'fast' must be a float"),
+    ("agent = 'sac'\n[grid]\n'run.checkpoint_every' = [0, 1000]\n", "does not change a member's result"),
 ])
 def test_bad_sweep_files_fail_with_one_line(tmp_path, text, fragment):
     with pytest.raises(ConfigError) as e:
         sweep_lib.plan(sweep_lib.load(write(tmp_path, text)), str(tmp_path / "out"))
     assert fragment in str(e.value) and "\n" not in str(e.value)
+
+
+def read_csv(path):
+    import csv
+
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+IDS = """
+agent = "sac"
+envs = ["toy/Pendulum"]
+seeds = [0, 1]
+""" + TINY_TABLES + """[grid]
+actor_lr = [3e-4, 1e-3]
+tau = [0.005, 0.01]
+"""
+
+
+def ids_by_point(text, tmp_path, name="ids.toml"):
+    spec = sweep_lib.load(write(tmp_path, text, name))
+    return {(m.seed, m.values["actor_lr"], m.values["tau"]): m.id for m in spec.members}
+
+
+def test_member_ids_are_stable_across_reorderings_and_change_with_any_defining_field(tmp_path):
+    ids = ids_by_point(IDS, tmp_path)
+    assert len(set(ids.values())) == 8 and all(len(i) == 12 for i in ids.values())
+    # Reordered grid values, grid keys and seeds: the same members, the same ids (and the same programs).
+    reordered = IDS.replace("seeds = [0, 1]", "seeds = [1, 0]").replace(
+        "actor_lr = [3e-4, 1e-3]\ntau = [0.005, 0.01]", "tau = [0.01, 0.005]\nactor_lr = [1e-3, 3e-4]")
+    assert ids_by_point(reordered, tmp_path) == ids
+
+    def names(text):
+        return sorted(g.name for g in sweep_lib.plan(sweep_lib.load(write(tmp_path, text)), str(tmp_path / "out")))
+
+    assert names(reordered) == names(IDS)
+    # Fields that do not change results leave the ids alone; so does writing out a default's value.
+    assert ids_by_point(IDS.replace("[loop]", "[run]\ncheckpoint_every = 200\nkeep_checkpoints = 1\n[loop]"),
+                        tmp_path) == ids
+    default = ids_by_point(IDS.replace("learning_starts = 200\n", ""), tmp_path)  # None: steps // 10 = 40
+    assert ids_by_point(IDS.replace("learning_starts = 200", "learning_starts = 40"), tmp_path) == default
+    # A seed, the steps, a base agent / loop / run value: other runs, other ids.
+    other_seed = ids_by_point(IDS.replace("seeds = [0, 1]", "seeds = [0, 2]"), tmp_path)
+    assert {p: i for p, i in other_seed.items() if p[0] == 0} == {p: i for p, i in ids.items() if p[0] == 0}
+    assert not set(i for p, i in other_seed.items() if p[0] == 2) & set(ids.values())
+    for change in (("steps = 400", "steps = 600"), ("batch_size = 32", "batch_size = 64"),
+                   ("buffer_size = 4000", "buffer_size = 3000"), ("[loop]", "[run]\nbrax_backend = 'spring'\n[loop]"),
+                   ("[agent_config]", "[agent_config]\ngamma = 0.98"), ('agent = "sac"', 'agent = "agents.sac:AGENT"')):
+        changed = ids_by_point(IDS.replace(*change), tmp_path)
+        assert changed.keys() == ids.keys() and not set(changed.values()) & set(ids.values()), change
+    # A point repeated in the file is one member: one run, shared by both rows.
+    spec = sweep_lib.load(write(tmp_path, IDS.replace("actor_lr = [3e-4, 1e-3]", "actor_lr = [3e-4, 3e-4]")))
+    assert len(spec.members) == 8 and sum(len(g.members) for g in sweep_lib.plan(spec, str(tmp_path / "out"))) == 4
+
+
+def test_a_job_runs_exactly_the_members_it_was_given(tmp_path, monkeypatch):
+    """A worker reads its members from plan.json by id: it never re-plans, even when one of its members has
+    finished meanwhile (which would change a re-planned program)."""
+    from experiments import train
+
+    path = write(tmp_path, IDS.replace("seeds = [0, 1]", "seeds = 1"))
+    out = str(tmp_path / "out")
+    spec = sweep_lib.load(path)
+    (group,) = sweep_lib.plan(spec, out)
+    sweep_lib.write_plan(path, spec, [group], out)
+    done = group.members[1]  # meanwhile another job finished this member
+    where = sweep_lib.member_dir(out, done.id)
+    os.makedirs(where)
+    saved = json.load(open(os.path.join(out, "plan.json")))["definitions"][done.id]
+    files = {"config.json": json.dumps({**saved, "group": "x", "member_in_group": 0, "group_members": 1}),
+             "metrics.csv": "env_steps,eval/return\n400,1.0\n", "summary.json": '{"compile_s": 1.0, "run_s": 1.0}'}
+    for name, text in files.items():
+        with open(os.path.join(where, name), "w") as f:
+            f.write(text)
+    assert [len(g.members) for g in sweep_lib.plan(spec, out)] == [3]  # a re-plan would now differ
+
+    calls = []
+
+    def fake(agent, run, loop, agent_cfg, members=None, quiet=False):
+        calls.append((run.run_dir, members))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "continue_or_start", fake)
+    with pytest.raises(KeyboardInterrupt):
+        sweep_lib.run_program(out, [m.id for m in group.members])
+    (run_dir, members), = calls
+    assert run_dir == os.path.join(out, "groups", group.name)
+    assert members == [(m.seed, m.agent_cfg) for m in group.members]
+    with pytest.raises(ConfigError, match="does not define member"):
+        sweep_lib.run_program(out, ["0123456789ab"])
+
+
+RERUN = SWEEP.replace('"agent_config.hidden_sizes" = [[16, 16], [8, 8]]', "").replace(
+    "seeds = 2", "seeds = 1\n[run]\ncompilation_cache = '~/.cache/jaxrl/xla-tests'")
+
+
+def file_times(root):
+    return {os.path.join(d, n): os.stat(os.path.join(d, n)).st_mtime_ns for d, _, names in os.walk(root)
+            for n in names}
+
+
+@pytest.fixture(scope="module")
+def rerun(tmp_path_factory):
+    """A sweep run, then rerun into the same --out after one actor_lr value changed (1e-3 -> 2e-3) and the grid
+    was reordered: the 3e-4 member is reused, the 2e-3 member runs anew."""
+    tmp = tmp_path_factory.mktemp("rerun")
+    out = str(tmp / "out")
+    first = write(tmp, RERUN, "first.toml")
+    sweep_lib.run_sweep(first, out, quiet=True)
+    before = {"table": read_csv(os.path.join(out, "results.csv")), "groups": file_times(os.path.join(out, "groups")),
+              "members": file_times(os.path.join(out, "members"))}
+    second = write(tmp, RERUN.replace("actor_lr = [3e-4, 1e-3]", "actor_lr = [2e-3, 3e-4]"), "second.toml")
+    sweep_lib.run_sweep(second, out, quiet=True)
+    return out, second, before, read_csv(os.path.join(out, "results.csv"))
+
+
+def test_a_changed_sweep_reuses_unchanged_members_and_runs_changed_ones_anew(rerun):
+    out, _, before, table = rerun
+    assert [float(r["actor_lr"]) for r in table] == [2e-3, 3e-4]  # the current file's members, in its order
+    new, reused = table
+    # The 2e-3 row comes from a program that trained with 2e-3, not from the old 1e-3 member relabelled.
+    produced = json.load(open(os.path.join(out, "groups", new["group"], "config.json")))["members"]
+    assert produced[int(new["member_in_group"])]["agent_config"]["actor_lr"] == 2e-3
+    history = [json.loads(line) for line in open(os.path.join(out, "groups", new["group"], "metrics.jsonl"))]
+    column = "eval/return" if len(produced) == 1 else f"eval/return/member{new['member_in_group']}"
+    assert float(new["final_eval_return"]) == history[-1][column]
+    old_groups = {r["group"] for r in before["table"]}
+    assert new["group"] not in old_groups and len(produced) == 1
+    # The 3e-4 member is reused as it was: same id, same program, its files and the old program's untouched.
+    old = next(r for r in before["table"] if float(r["actor_lr"]) == 3e-4)
+    assert {k: reused[k] for k in reused if k != "member"} == {k: old[k] for k in old if k != "member"}
+    now = file_times(os.path.join(out, "groups"))
+    assert {p: t for p, t in now.items() if p in before["groups"]} == before["groups"]
+    assert {p: t for p, t in file_times(os.path.join(out, "members")).items() if p in before["members"]} == \
+        before["members"]
+    # The old 1e-3 member stays on disk for a later sweep but is not part of this table.
+    gone = next(r for r in before["table"] if float(r["actor_lr"]) == 1e-3)
+    assert os.path.isdir(os.path.join(out, "members", gone["member_id"]))
+    assert gone["member_id"] not in {r["member_id"] for r in table}
+
+
+def test_results_are_derived_from_each_members_own_files(rerun):
+    out, second, _, table = rerun
+    spec = sweep_lib.load(second)
+    assert [r["member_id"] for r in table] == [m.id for m in spec.members]
+    for index, row in enumerate(table):
+        where = os.path.join(out, "members", row["member_id"])
+        config = json.load(open(os.path.join(where, "config.json")))
+        metrics = read_csv(os.path.join(where, "metrics.csv"))
+        summary = json.load(open(os.path.join(where, "summary.json")))
+        evals = [float(r["eval/return"]) for r in metrics]
+        expected = {"member": index, "member_id": row["member_id"], "group": config["group"],
+                    "member_in_group": config["member_in_group"], "env": config["env"], "seed": config["seed"],
+                    "actor_lr": config["agent_config"]["actor_lr"], "tau": config["agent_config"]["tau"],
+                    "final_eval_return": evals[-1], "best_eval_return": max(evals),
+                    "env_steps": int(metrics[-1]["env_steps"]), "compile_s": summary["compile_s"],
+                    "run_s": summary["run_s"], "group_members": config["group_members"]}
+        assert list(row) == list(expected)
+        assert row == {k: str(v) for k, v in expected.items()}
+        # ... and the member's own files are its program's: its config and its column of the metrics.
+        program = json.load(open(os.path.join(out, config["group_dir"], "config.json")))
+        assert program["members"][config["member_in_group"]] == {"seed": config["seed"],
+                                                                 "agent_config": config["agent_config"]}
+        history = [json.loads(line) for line in open(os.path.join(out, config["group_dir"], "metrics.jsonl"))]
+        suffix = "" if config["group_members"] == 1 else f"/member{config['member_in_group']}"
+        assert evals == [h["eval/return" + suffix] for h in history]
+    # collect re-derives the same table from the files alone.
+    os.remove(os.path.join(out, "results.csv"))
+    sweep_lib.collect(out)
+    assert read_csv(os.path.join(out, "results.csv")) == table
 
 
 def jaxrl(*args, env=None):
@@ -145,18 +318,28 @@ def test_sweep_command_writes_one_row_per_member_and_exports_a_resumable_member(
     assert result.returncode == 0, result.stderr
     with open(os.path.join(out, "results.csv")) as f:
         rows = f.read().strip().splitlines()
-    assert len(rows) == 1 + 4 and rows[0].startswith("member,group,member_in_group,env,seed,actor_lr,tau,")
-    group_dir = os.path.join(out, "groups", "g000-toy-Pendulum")
+    # member_id (the member's hash) follows the position in the file.
+    assert len(rows) == 1 + 4 and rows[0].startswith("member,member_id,group,member_in_group,env,seed,actor_lr,tau,")
+    table = read_csv(os.path.join(out, "results.csv"))
+    assert [r["member"] for r in table] == ["0", "1", "2", "3"] and len({r["group"] for r in table}) == 1
+    group_dir = os.path.join(out, "groups", table[0]["group"])
     summary = json.load(open(os.path.join(group_dir, "summary.json")))
-    assert [m["seed"] for m in summary["members"]] == [0, 1, 0, 1] and summary["run_s"] > 0
-    member_metrics = open(os.path.join(out, "members", "m003", "metrics.csv")).read().splitlines()
+    assert sorted(m["seed"] for m in summary["members"]) == [0, 0, 1, 1] and summary["run_s"] > 0
+    for r in table:  # each row names the program member that produced it
+        produced = summary["members"][int(r["member_in_group"])]
+        assert produced["seed"] == int(r["seed"]) and produced["agent_config"]["actor_lr"] == float(r["actor_lr"])
+    member_metrics = open(os.path.join(out, "members", table[3]["member_id"], "metrics.csv")).read().splitlines()
     assert member_metrics[0].startswith("env_steps,updates") and len(member_metrics) == 3
-    # Rerunning skips the finished program.
+    # Rerunning reuses every finished member: nothing runs, the program's files stay as they were.
+    mtime = os.path.getmtime(os.path.join(group_dir, "summary.json"))
     again = jaxrl("sweep", path, "--out", out)
-    assert again.returncode == 0 and "Compil" not in again.stdout
+    assert again.returncode == 0 and "Compil" not in again.stdout and "4 reused" in again.stdout
+    assert os.path.getmtime(os.path.join(group_dir, "summary.json")) == mtime
 
+    row = next(r for r in table if r["seed"] == "1" and float(r["actor_lr"]) == 1e-3)
+    k = int(row["member_in_group"])
     exported = str(tmp_path / "m3")
-    assert jaxrl("export", group_dir, "--member", "3", "--out", exported).returncode == 0
+    assert jaxrl("export", group_dir, "--member", str(k), "--out", exported).returncode == 0
     config = json.load(open(os.path.join(exported, "config.json")))
     assert config["run"]["seed"] == 1 and config["run"]["seeds"] == 1 and "members" not in config
     assert config["agent_config"]["actor_lr"] == pytest.approx(1e-3)
@@ -164,7 +347,7 @@ def test_sweep_command_writes_one_row_per_member_and_exports_a_resumable_member(
 
     group = restore_run(group_dir)
     alone = restore_run(exported)
-    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[3], b[0]), group.state.agent, alone.state.agent)
+    jax.tree.map(lambda a, b: np.testing.assert_array_equal(a[k], b[0]), group.state.agent, alone.state.agent)
     policy, init_carry = load_policy(exported)
     actions, _ = policy(np.zeros((5, 3), np.float32), init_carry(5), jax.random.PRNGKey(0))
     assert actions.shape == (5, 1) and np.all(np.abs(actions) <= 1)
@@ -239,16 +422,70 @@ def test_members_that_do_not_divide_the_devices_are_refused_with_one_line():
 @pytest.mark.slow
 @pytest.mark.parametrize("launcher, options", [("slurm", {"cluster": "local", "timeout_min": 20}),
                                                ("ray", {"num_cpus": 1})])
-@pytest.mark.slow
 def test_launchers_run_each_program_as_a_job_and_collect_the_same_table(tmp_path, launcher, options):
     pytest.importorskip({"slurm": "submitit", "ray": "ray"}[launcher])  # the `launch` extra, installed by `test`
     path = write(tmp_path, SWEEP.replace('"agent_config.hidden_sizes" = [[16, 16], [8, 8]]', "")
-                 .replace("seeds = 2", "seeds = 1").replace("steps = 400", "steps = 200"))
+                 .replace("seeds = 2", "seeds = 1").replace("steps = 400", "steps = 200")
+                 .replace("learning_starts = 200", "learning_starts = 100"))
     out = str(tmp_path / launcher)
     rows = sweep_lib.run_sweep(path, out, launcher, options, quiet=True)
     assert [r["member"] for r in rows] == [0, 1] and all(np.isfinite(r["final_eval_return"]) for r in rows)
     assert os.path.exists(os.path.join(out, "results.csv"))
-    assert json.load(open(os.path.join(out, "groups", "g000-toy-Pendulum", "summary.json")))["env_steps"] == 200
+    assert json.load(open(os.path.join(out, "groups", rows[0]["group"], "summary.json")))["env_steps"] == 200
+
+
+SIGNALLED = """
+agent = "sac"
+envs = ["toy/Pendulum"]
+[run]
+compilation_cache = "~/.cache/jaxrl/xla-tests"
+""" + TINY_TABLES.replace("steps = 400", "steps = 10000")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signals", [
+    ("SIGUSR2",),
+    # SLURM's preemption sends SIGTERM (which submitit only logs) and then the user signal.
+    ("SIGTERM", "SIGUSR2"),
+])
+def test_a_slurm_job_signalled_before_its_time_limit_is_requeued_and_resumes_from_its_checkpoint(tmp_path, signals):
+    """USR2 (SLURM's warning before the time limit, and on preemption) stops training at a chunk boundary with a
+    checkpoint; submitit then calls ProgramJob.checkpoint and requeues the job, which resumes the program."""
+    pytest.importorskip("submitit")
+    import signal
+    import time
+
+    from experiments import launch
+
+    path = write(tmp_path, SIGNALLED)
+    out = str(tmp_path / "out")
+    spec = sweep_lib.load(path)
+    groups = sweep_lib.plan(spec, out)
+    sweep_lib.write_plan(path, spec, groups, out)
+    # A 2-minute limit: submitit counts a signal after min(80 %, limit - 10 min) of it as a time-out, so from the
+    # start here. A time-out is requeued only if the job is checkpointable (a preemption always is).
+    (job,) = launch.submit_slurm(out, [[m.id for m in groups[0].members]], {"cluster": "local", "timeout_min": 2})
+    group_dir = os.path.join(out, "groups", groups[0].name)
+    metrics = os.path.join(group_dir, "metrics.jsonl")
+    deadline = time.time() + 600
+    while not (os.path.exists(metrics) and open(metrics).read().strip()):
+        assert job.state == "RUNNING" and time.time() < deadline, job.state
+        time.sleep(0.02)
+    # What SLURM does on preemption or near the time limit (--signal=USR2@90): USR2 to the job's processes.
+    # (submitit's LocalJob._interrupt() sends it to the local controller instead, which has no handler for it and
+    # dies, leaving the task running unsignalled; so the worker, the process holding run.lock, gets it here.)
+    worker = json.load(open(os.path.join(group_dir, "run.lock")))["pid"]
+    for name in signals:
+        os.kill(worker, getattr(signal, name))
+        time.sleep(0.01)
+    assert job.result() == [m.id for m in groups[0].members]
+    assert "this job is timed-out" in job.stdout() and "Requeued job" in job.stdout()
+    assert "SIGUSR2 received" in job.stderr()
+    summary = json.load(open(os.path.join(group_dir, "summary.json")))
+    assert summary["env_steps"] == 10000 and summary["resumed_from"] > 0  # the requeued job resumed
+    steps = [json.loads(line)["env_steps"] for line in open(metrics)]
+    assert steps == list(range(200, 10001, 200))  # every chunk exactly once
+    assert os.path.exists(os.path.join(out, "members", groups[0].members[0].id, "summary.json"))
 
 
 MULTI_PROCESS = """
