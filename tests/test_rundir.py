@@ -218,9 +218,14 @@ def test_sigterm_stops_at_a_chunk_boundary_with_a_checkpoint_and_resumes_bitwise
                                           and len(rows(run_dir)) >= 2):
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    time.sleep(0.01)
+    seen = []
+    while not any("SIGTERM received" in line for line in seen):  # (two pending signals run in number order)
+        seen.append(proc.stderr.readline())
+        assert seen[-1], "the run ended without noting SIGTERM"
     proc.send_signal(signal.SIGINT)  # a second signal waits for the checkpoint instead of cutting it
-    _, stderr = proc.communicate(timeout=300)
+    _, rest = proc.communicate(timeout=300)
+    stderr = "".join(seen) + rest
+    assert "SIGINT received: already stopping" in stderr
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     last = [line for line in stderr.strip().splitlines() if line.strip()][-1]
     assert last.startswith("jaxrl: stopped by SIGTERM at env step ") and f"jaxrl train --resume {run_dir}" in last
