@@ -42,7 +42,8 @@ def test_bandit_probe_learns_q_equals_reward_and_the_best_action():
 
 def test_truncated_probe_bootstraps_through_the_time_limit():
     # reward 1 forever, truncated every 10 steps, alpha ~ 0 (a 1e-12 learning rate holds it; 0 is refused):
-    # Q = 1 / (1 - gamma) = 10 at every step. A critic that stops at the time limit sees (constant obs) Q = 1 + gamma * P(not last step) * Q = 1 / (1 - 0.81).
+    # Q = 1 / (1 - gamma) = 10 at every step. A critic that stops at the time limit sees (constant obs)
+    # Q = 1 + gamma * P(not last step) * Q = 1 / (1 - 0.81).
     loop = LoopConfig(steps=4000, num_envs=8, num_eval_envs=2, eval_every=1000, learning_starts=500, buffer_size=4000)
     cfg = sac.Config(hidden_sizes=(32, 32), batch_size=64, gamma=0.9, tau=0.05, init_alpha=1e-6, alpha_lr=1e-12,
                      critic_lr=1e-3)
