@@ -1,4 +1,5 @@
 import os
+from types import SimpleNamespace
 
 import jax
 import pytest
@@ -18,3 +19,21 @@ def pytest_collection_modifyitems(config, items):
     with two xdist workers the suite ends when its longest tests do, so they must not be the last ones handed
     out. The sort is stable and the same on every worker."""
     items.sort(key=lambda item: (item.get_closest_marker("slow") is None, "swings_up" not in item.name))
+
+
+@pytest.fixture
+def cli(capsys):
+    """``jaxrl ...`` in this process: for commands that stop before compiling, it saves a Python start and a JAX
+    import per call (seconds each on 2 cores). Returns what ``tests.test_cli.jaxrl`` returns."""
+    from experiments.cli import main
+
+    def run(*args):
+        capsys.readouterr()
+        try:
+            code = main(list(args))
+        except SystemExit as e:  # tyro's usage errors
+            code = e.code
+        out = capsys.readouterr()
+        return SimpleNamespace(returncode=code, stdout=out.out, stderr=out.err)
+
+    return run

@@ -59,8 +59,8 @@ def assert_one_line_error(result, *fragments):
     (["--config", "nope_protocol"], ["'nope_protocol'", "simbav2_dmc"]),
     (["--config", "simbav2_dmc", "--resume", "/tmp/x"], ["--config", "--resume"]),
 ])
-def test_bad_input_fails_with_one_line(args, fragments):
-    assert_one_line_error(jaxrl("train", *TINY, *args), *fragments)
+def test_bad_input_fails_with_one_line(args, fragments, cli):
+    assert_one_line_error(cli("train", *TINY, *args), *fragments)
 
 
 @pytest.mark.slow

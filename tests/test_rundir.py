@@ -56,10 +56,10 @@ def rows(run_dir):
 # ------------------------------------------------------------------------------------- new runs, names, lock
 
 
-def test_a_new_run_refuses_a_directory_that_holds_a_run_and_changes_nothing(finished, tmp_path):
+def test_a_new_run_refuses_a_directory_that_holds_a_run_and_changes_nothing(finished, tmp_path, cli):
     run_dir = copy_of(finished, tmp_path)
     before = snapshot(run_dir)
-    result = jaxrl("train", *RUN, "--steps", "400", "--run-dir", run_dir)
+    result = cli("train", *RUN, "--steps", "400", "--run-dir", run_dir)
     assert_one_line_error(result, run_dir, "already holds a run", f"--resume {run_dir}", "--run-dir", "--overwrite")
     assert snapshot(run_dir) == before
     for partial in ("checkpoints", "metrics.jsonl", "summary.json"):  # any one of a run's files is enough
@@ -68,7 +68,7 @@ def test_a_new_run_refuses_a_directory_that_holds_a_run_and_changes_nothing(fini
             if name != partial and os.path.exists(os.path.join(other, name)):
                 shutil.rmtree(os.path.join(other, name)) if os.path.isdir(os.path.join(other, name)) else \
                     os.unlink(os.path.join(other, name))
-        assert_one_line_error(jaxrl("train", *RUN, "--steps", "400", "--run-dir", other), "already holds a run")
+        assert_one_line_error(cli("train", *RUN, "--steps", "400", "--run-dir", other), "already holds a run")
 
 
 @pytest.mark.slow
@@ -104,18 +104,18 @@ time.sleep(300)
 """
 
 
-def test_a_directory_in_use_is_refused_and_a_dead_owners_lock_is_taken_over(finished, tmp_path, capsys):
+def test_a_directory_in_use_is_refused_and_a_dead_owners_lock_is_taken_over(finished, tmp_path, capsys, cli):
     run_dir = copy_of(finished, tmp_path)
     holder = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, run_dir], stdout=subprocess.PIPE, text=True)
     try:
         assert holder.stdout.readline().strip() == "locked"
-        assert_one_line_error(jaxrl("train", "--resume", run_dir, "--steps", "600"), run_dir,
+        assert_one_line_error(cli("train", "--resume", run_dir, "--steps", "600"), run_dir,
                               f"in use by pid {holder.pid} on host")
         fresh = str(tmp_path / "fresh")
         os.makedirs(fresh)
         other = subprocess.Popen([sys.executable, "-c", HOLD_LOCK, fresh], stdout=subprocess.PIPE, text=True)
         assert other.stdout.readline().strip() == "locked"
-        assert_one_line_error(jaxrl("train", *RUN, "--steps", "400", "--run-dir", fresh), f"pid {other.pid}")
+        assert_one_line_error(cli("train", *RUN, "--steps", "400", "--run-dir", fresh), f"pid {other.pid}")
         other.kill()
         other.wait()
     finally:
@@ -140,17 +140,17 @@ def test_a_directory_in_use_is_refused_and_a_dead_owners_lock_is_taken_over(fini
     (["--sac.init-alpha", "0.5"], "init_alpha"),  # numeric, but only init reads it: refused, not ignored
     (["--steps", "200"], "fewer than the 400 env steps"),
 ])
-def test_a_refused_resume_changes_nothing(finished, tmp_path, flags, fragment):
+def test_a_refused_resume_changes_nothing(finished, tmp_path, flags, fragment, cli):
     run_dir = copy_of(finished, tmp_path)
     before = snapshot(run_dir)
-    assert_one_line_error(jaxrl("train", "--resume", run_dir, *flags), fragment)
+    assert_one_line_error(cli("train", "--resume", run_dir, *flags), fragment)
     assert snapshot(run_dir) == before
 
 
-def test_resuming_a_finished_run_says_so_and_changes_nothing(finished, tmp_path):
+def test_resuming_a_finished_run_says_so_and_changes_nothing(finished, tmp_path, cli):
     run_dir = copy_of(finished, tmp_path)
     before = snapshot(run_dir)
-    result = jaxrl("train", "--resume", run_dir)
+    result = cli("train", "--resume", run_dir)
     assert result.returncode == 0, result.stderr
     assert f"run {run_dir} is finished (400 env steps)" in result.stderr
     assert snapshot(run_dir) == before
@@ -314,12 +314,12 @@ def test_a_damaged_newest_checkpoint_falls_back_to_the_newest_intact_one(finishe
 
 
 @pytest.mark.slow
-def test_no_intact_checkpoint_is_one_line_naming_the_damaged_step(finished, tmp_path):
+def test_no_intact_checkpoint_is_one_line_naming_the_damaged_step(finished, tmp_path, cli):
     run_dir = copy_of(finished, tmp_path)
     for step in (200, 400):
         flip(largest_array_file(run_dir, step))
     before = snapshot(run_dir)
-    assert_one_line_error(jaxrl("train", "--resume", run_dir, "--steps", "600"), "no intact checkpoint",
+    assert_one_line_error(cli("train", "--resume", run_dir, "--steps", "600"), "no intact checkpoint",
                           "env step 400 is damaged")
     assert snapshot(run_dir) == before
 
@@ -396,33 +396,33 @@ def test_writes_to_a_read_only_disk_raise_one_line_errors(small_disk):
     assert checkpoint.restore(str(small_disk / "ckpt"), jax.eval_shape(small_state))[1] == 1
 
 
-def test_a_run_dir_on_a_full_disk_or_unwritable_is_refused_before_compiling(small_disk, tmp_path):
+def test_a_run_dir_on_a_full_disk_or_unwritable_is_refused_before_compiling(small_disk, tmp_path, cli):
     fill(str(small_disk))
-    assert_one_line_error(jaxrl("train", *RUN, "--steps", "400", "--run-dir", str(small_disk / "run")), "MiB free",
+    assert_one_line_error(cli("train", *RUN, "--steps", "400", "--run-dir", str(small_disk / "run")), "MiB free",
                           "needs")
     os.unlink(os.path.join(str(small_disk), "filler"))
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
-    assert_one_line_error(jaxrl("train", *RUN, "--steps", "400", "--run-dir", str(small_disk / "run")),
+    assert_one_line_error(cli("train", *RUN, "--steps", "400", "--run-dir", str(small_disk / "run")),
                           "cannot be created or written")
     subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)
     a_file = tmp_path / "file"
     a_file.write_text("x")
-    assert_one_line_error(jaxrl("train", *RUN, "--steps", "400", "--run-dir", str(a_file)), "is a file")
+    assert_one_line_error(cli("train", *RUN, "--steps", "400", "--run-dir", str(a_file)), "is a file")
 
 
 # ----------------------------------------------------------------------------------------------- bad input
 
 
-def test_bad_values_in_saved_and_config_files_are_one_line(finished, tmp_path):
+def test_bad_values_in_saved_and_config_files_are_one_line(finished, tmp_path, cli):
     run_dir = copy_of(finished, tmp_path)
     path = os.path.join(run_dir, "config.json")
     config = json.load(open(path))
     config["loop"]["num_envs"] = "4"
     json.dump(config, open(path, "w"))
-    assert_one_line_error(jaxrl("train", "--resume", run_dir), "num_envs", "'4'", "int")
+    assert_one_line_error(cli("train", "--resume", run_dir), "num_envs", "'4'", "int")
     bad = tmp_path / "bad.toml"
     bad.write_text('agent = "sac"\n[agent_config]\nactor_lr = "fast"\n')
-    assert_one_line_error(jaxrl("train", "--config", str(bad)), "actor_lr", "'fast'", "float")
+    assert_one_line_error(cli("train", "--config", str(bad)), "actor_lr", "'fast'", "float")
 
 
 @pytest.mark.parametrize("flags, fragments", [
@@ -434,15 +434,15 @@ def test_bad_values_in_saved_and_config_files_are_one_line(finished, tmp_path):
     (["--sac.gamma", "1.5"], ["gamma", "1.5"]),
     (["--sac.hidden-sizes", "16", "0"], ["hidden_sizes"]),
 ])
-def test_bad_run_values_are_one_line_before_compiling(tmp_path, flags, fragments):
-    result = jaxrl("train", *RUN, "--steps", "400", "--run-dir", str(tmp_path / "run"), *flags)
+def test_bad_run_values_are_one_line_before_compiling(tmp_path, flags, fragments, cli):
+    result = cli("train", *RUN, "--steps", "400", "--run-dir", str(tmp_path / "run"), *flags)
     assert_one_line_error(result, *fragments)
     assert not os.path.exists(tmp_path / "run")
 
 
 @pytest.mark.parametrize("flags, flag", [(["--steps", "abc"], "--steps"), (["--stepz", "5"], "--stepz")])
-def test_usage_errors_name_the_flag_and_stay_short(flags, flag):
-    result = jaxrl("train", *flags)
+def test_usage_errors_name_the_flag_and_stay_short(flags, flag, cli):
+    result = cli("train", *flags)
     assert result.returncode == 2 and "Traceback" not in result.stderr + result.stdout
     text = result.stderr + result.stdout
     assert flag in text and len(text.strip().splitlines()) <= 15
