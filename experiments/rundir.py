@@ -322,10 +322,3 @@ def check_applicable(agent, spec, old_cfg, request: ResumeRequest) -> None:
         if any(not np.array_equal(a, b) for a, b in zip(before, after)):
             raise ConfigError(f"--resume cannot change {field}: only the initialisation reads it, and the "
                               "checkpoint holds the state it produced; start a new run for that")
-
-
-def changed_fields(saved: dict[str, Any]) -> list[str]:
-    """Agent fields changed by any earlier resume of a saved run (they are logged as ``hparams/<field>``)."""
-    names = {name.partition(".")[2] for change in saved.get("changes", []) for name in change.get("fields", {})
-             if name.startswith("agent_config.")}
-    return sorted(names)

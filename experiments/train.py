@@ -521,8 +521,3 @@ class _Progress:
     def close(self):
         if self.tty:
             self.bar.stop()
-
-
-def load_run_config(run_dir: str) -> dict[str, Any]:
-    """A saved run's config.json (``rundir.load_saved``)."""
-    return rundir.load_saved(run_dir)
