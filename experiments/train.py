@@ -344,75 +344,73 @@ def _train_locked(agent, run, loop, agent_cfg, members, custom_members, saved, r
     hparam_columns = {f"hparams/{name}": np.asarray([float(getattr(cfg, name)) for _, cfg in members])
                       for name in logged_hparams}
 
-    stop = _StopRequests().__enter__()
+    stop = _StopRequests()
     try:
-        t0 = time.perf_counter()
-        run_chunk = trainer.run_chunk.lower(state).compile()
-        compile_s += time.perf_counter() - t0
-        logger = RunLogger(run_dir, resume_from_step=resume_step, member_label="member" if custom_members else "seed",
-                           write=primary)
-        mngr = checkpoint.manager(ckpt_dir, run.keep_checkpoints)
-        start_chunk = int(state.env_steps) // chunk_steps
-        progress = _Progress(total_chunks * chunk_steps, start_chunk * chunk_steps, quiet or not primary)
-        run_s, steps_run = 0.0, 0
-        last_eval = np.full((run.seeds,), np.nan)
-        last_save = time.perf_counter()
-        saved_step = resume_step
-
-        checkpoint_s = 0.0
-
-        def save(env_steps):
-            nonlocal last_save, saved_step, checkpoint_s
-            if saved_step != env_steps:
-                t0 = time.perf_counter()
-                checkpoint.save(mngr, env_steps, state)
-                checkpoint_s += time.perf_counter() - t0
-                saved_step = env_steps
+        with stop:
+            t0 = time.perf_counter()
+            run_chunk = trainer.run_chunk.lower(state).compile()
+            compile_s += time.perf_counter() - t0
+            logger = RunLogger(run_dir, resume_from_step=resume_step,
+                               member_label="member" if custom_members else "seed", write=primary)
+            mngr = checkpoint.manager(ckpt_dir, run.keep_checkpoints)
+            start_chunk = int(state.env_steps) // chunk_steps
+            progress = _Progress(total_chunks * chunk_steps, start_chunk * chunk_steps, quiet or not primary)
+            run_s, steps_run = 0.0, 0
+            last_eval = np.full((run.seeds,), np.nan)
             last_save = time.perf_counter()
+            saved_step = resume_step
 
-        try:
-            if stop.signum is not None:  # a signal during compilation: keep the initial state too
-                save(int(state.env_steps))
-                raise Interrupted(stop.signum, int(state.env_steps), run_dir)
-            for chunk in range(start_chunk, total_chunks):
-                t0 = time.perf_counter()
-                state, metrics = run_chunk(state)
-                metrics = sharding_lib.to_host(metrics)
-                run_s += time.perf_counter() - t0
-                steps_run += chunk_steps
-                env_steps = int(metrics["env_steps"])
-                bad = {name: int(np.min(s[s >= 0])) for name, s in metrics["nonfinite_step"].items()
-                       if np.any(s >= 0)}
-                if bad:
-                    name, step = min(bad.items(), key=lambda kv: kv[1])
-                    good = checkpoint.latest_intact_step(ckpt_dir)
-                    kept = "none was saved" if good is None else f"env step {good}"
-                    raise NonFiniteError(f"non-finite {name} at env step {step}; stopped, the last good checkpoint "
-                                         f"({kept}) is kept")
-                metrics["env_steps_per_s"] = steps_run / max(run_s, 1e-9)
-                metrics["wall_s"] = time.perf_counter() - t_start
-                metrics.update(hparam_columns)
-                row = logger.log(metrics)
-                last_eval = np.atleast_1d(metrics["eval/return"])
-                progress.update(env_steps, row)
-                done = chunk + 1 == total_chunks
-                by_steps = run.checkpoint_every and env_steps // run.checkpoint_every > (
-                    (env_steps - chunk_steps) // run.checkpoint_every)
-                by_time = run.checkpoint_minutes and time.perf_counter() - last_save >= 60 * run.checkpoint_minutes
-                if done or by_steps or by_time or stop.signum is not None:
-                    save(env_steps)
-                    logger.plot(f"{agent.name} on {run.env}")
-                if stop.signum is not None and not done:
-                    raise Interrupted(stop.signum, env_steps, run_dir)
-        finally:
-            progress.close()
-            logger.close()
+            checkpoint_s = 0.0
+
+            def save(env_steps):
+                nonlocal last_save, saved_step, checkpoint_s
+                if saved_step != env_steps:
+                    t0 = time.perf_counter()
+                    checkpoint.save(mngr, env_steps, state)
+                    checkpoint_s += time.perf_counter() - t0
+                    saved_step = env_steps
+                last_save = time.perf_counter()
+
+            try:
+                if stop.signum is not None:  # a signal during compilation: keep the initial state too
+                    save(int(state.env_steps))
+                    raise Interrupted(stop.signum, int(state.env_steps), run_dir)
+                for chunk in range(start_chunk, total_chunks):
+                    t0 = time.perf_counter()
+                    state, metrics = run_chunk(state)
+                    metrics = sharding_lib.to_host(metrics)
+                    run_s += time.perf_counter() - t0
+                    steps_run += chunk_steps
+                    env_steps = int(metrics["env_steps"])
+                    bad = {name: int(np.min(s[s >= 0])) for name, s in metrics["nonfinite_step"].items()
+                           if np.any(s >= 0)}
+                    if bad:
+                        name, step = min(bad.items(), key=lambda kv: kv[1])
+                        good = checkpoint.latest_intact_step(ckpt_dir)
+                        kept = "none was saved" if good is None else f"env step {good}"
+                        raise NonFiniteError(f"non-finite {name} at env step {step}; stopped, the last good checkpoint "
+                                             f"({kept}) is kept")
+                    metrics["env_steps_per_s"] = steps_run / max(run_s, 1e-9)
+                    metrics["wall_s"] = time.perf_counter() - t_start
+                    metrics.update(hparam_columns)
+                    row = logger.log(metrics)
+                    last_eval = np.atleast_1d(metrics["eval/return"])
+                    progress.update(env_steps, row)
+                    done = chunk + 1 == total_chunks
+                    by_steps = run.checkpoint_every and env_steps // run.checkpoint_every > (
+                        (env_steps - chunk_steps) // run.checkpoint_every)
+                    by_time = run.checkpoint_minutes and time.perf_counter() - last_save >= 60 * run.checkpoint_minutes
+                    if done or by_steps or by_time or stop.signum is not None:
+                        save(env_steps)
+                        logger.plot(f"{agent.name} on {run.env}")
+                    if stop.signum is not None and not done:
+                        raise Interrupted(stop.signum, env_steps, run_dir)
+            finally:
+                progress.close()
+                logger.close()
     except Interrupted:
-        stop.__exit__()
-        stop.forward()  # e.g. submitit requeues the job here (and exits)
+        stop.forward()  # with the handlers restored: e.g. submitit requeues the job here (and exits)
         raise
-    finally:
-        stop.__exit__()
     summary = {
         "agent": agent.name, "env": run.env, "env_steps": int(state.env_steps), "seeds": run.seeds,
         "seed": run.seed, "updates": int(state.updates),
