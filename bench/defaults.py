@@ -4,9 +4,12 @@
     python bench/defaults.py --agents sac td3 --tasks brax/inverted_pendulum dmc/CartpoleBalance
     python bench/defaults.py --label norm --override loop.normalize_obs=true   # a candidate default, labelled
     python bench/defaults.py --out bench/results/defaults.jsonl              # append the JSON lines there too
+    python bench/defaults.py --label before --override loop.action_repeat=1  # the loop before the suite defaults
+    python bench/defaults.py --brax-sac --tasks brax/inverted_pendulum       # Brax's own SAC, same budget
 
 What a new user runs: ``jaxrl train --agent A --env E`` with nothing else but the budget (``--steps``,
-``--num-envs``) and ``--seeds``, through the same ``experiments.train.train`` as the CLI. SAC, TD3 and DSAC-T run
+``--num-envs``) and ``--seeds``, through the same ``experiments.train.train`` as the CLI, so each task gets its
+suite's loop defaults (``envs.SUITE_LOOP_DEFAULTS``). SAC, TD3 and DSAC-T run
 at their defaults; TQC, SimbaV2 and TD-MPC2 at the reduced widths in ``REDUCED`` (their defaults cost 15-110 ms
 per update on a 2-core CPU). DSAC-T keeps its official schedule (``Agent.loop_defaults``: 20 envs, 1 update per
 20 env steps, 10k warm-up), so --num-envs does not apply to it.
@@ -88,6 +91,63 @@ def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, o
             "wall_s": round(wall, 1), "compile_s": round(summary["compile_s"], 1), "run_dir": run_dir}
 
 
+def run_brax_sac(task: str, steps: int, num_envs: int, seeds: int) -> dict:
+    """Brax's own SAC (brax.training.agents.sac) at the same budget, envs, widths, batch, learning rate, warm-up
+    and 1 update per transition, with its usual observation normalisation; deterministic evaluation like ours.
+    Seeds run one after another (Brax's ``train`` has no seed axis)."""
+    import functools
+
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from sac_vs_brax import brax_environment
+
+    environment, kwargs = brax_environment(task)
+    from brax.training.agents.sac import networks as sac_networks
+    from brax.training.agents.sac import train as brax_train
+
+    warmup = min(5_000, steps // 10)  # our learning_starts default
+    per_seed, t0 = [], time.perf_counter()
+    for seed in range(seeds):
+        curve = []
+        brax_train.train(
+            environment=environment, num_timesteps=steps, episode_length=1000, num_envs=num_envs, num_eval_envs=10,
+            learning_rate=3e-4, discounting=0.99, seed=seed, batch_size=256, num_evals=11, normalize_observations=True,
+            min_replay_size=warmup, max_replay_size=1_000_000, grad_updates_per_step=num_envs,
+            deterministic_eval=True, network_factory=functools.partial(sac_networks.make_sac_networks,
+                                                                       hidden_layer_sizes=(256, 256)),
+            progress_fn=lambda step, metrics: curve.append(float(metrics["eval/episode_reward"])), **kwargs)
+        per_seed.append(curve[1:])  # curve[0] is the untrained policy
+    final = [curve[-1] for curve in per_seed]
+    threshold = THRESHOLD.get(task)
+    return {"agent": "brax_sac", "task": task, "steps": steps, "num_envs": num_envs, "seeds": seeds,
+            "final": [round(x, 1) for x in final], "best": [round(max(c), 1) for c in per_seed],
+            "threshold": threshold,
+            "fraction_above": None if threshold is None else sum(x >= threshold for x in final) / seeds,
+            "curve_mean": [round(sum(c[i] for c in per_seed) / seeds, 1) for i in range(len(per_seed[0]))],
+            "wall_s": round(time.perf_counter() - t0, 1)}
+
+
+def table(paths: list[str]) -> str:
+    """A markdown table of result files: one row per (agent, task), one column per label, each cell the seeds'
+    final returns, their mean and the fraction of seeds at or above the task's threshold."""
+    results = {}
+    for path in paths:
+        for line in open(path):
+            r = json.loads(line)
+            results[(r["agent"], r["task"], r["label"])] = r
+    labels = list(dict.fromkeys(label for _, _, label in results))
+    rows = ["| agent | task | threshold | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
+    order = {name: i for i, name in enumerate(AGENTS + ("brax_sac",))}
+    for agent, task in sorted({(a, t) for a, t, _ in results}, key=lambda at: (order.get(at[0], 99),
+                                                                                  TASKS.index(at[1]))):
+        cells = []
+        for label in labels:
+            r = results.get((agent, task, label))
+            cells.append("" if r is None else f"{' / '.join(f'{x:.0f}' for x in r['final'])} "
+                         f"(mean {sum(r['final']) / len(r['final']):.0f}, {r['fraction_above']:.0%} ≥)")
+        rows.append(f"| {agent} | {task} | {THRESHOLD[task]:g} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", nargs="+", default=list(AGENTS))
@@ -98,12 +158,24 @@ def main() -> None:
     parser.add_argument("--label", default="defaults", help="names this set of settings in the output")
     parser.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     parser.add_argument("--out", default=None, help="also append the JSON lines to this file")
+    parser.add_argument("--brax-sac", action="store_true", help="run Brax's own SAC on the non-toy tasks instead")
+    parser.add_argument("--table", nargs="+", metavar="JSONL", help="print the markdown table of these result "
+                        "files and exit")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     overrides = [parse_override(item) for item in args.override]
-    for agent_name in args.agents:
+    for agent_name in ["brax_sac"] if args.brax_sac else args.agents:
         for task in args.tasks:
-            result = {"label": args.label, "overrides": args.override,
-                      **run_one(agent_name, task, args.steps, args.num_envs, args.seeds, overrides)}
+            if agent_name == "brax_sac":
+                if task.startswith("toy/"):
+                    continue
+                result = {"label": "brax", "overrides": [],
+                          **run_brax_sac(task, args.steps, args.num_envs, args.seeds)}
+            else:
+                result = {"label": args.label, "overrides": args.override,
+                          **run_one(agent_name, task, args.steps, args.num_envs, args.seeds, overrides)}
             line = json.dumps(result)
             print(line, flush=True)
             if args.out:

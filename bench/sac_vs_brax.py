@@ -131,27 +131,31 @@ def loop_overhead(agent, env, eval_env, agent_cfg, train_state, trainer, chunk_s
             "dense_matmul_gflops_per_s": 2 * 1024**3 / mm_s / 1e9}
 
 
-def brax_sac(env_name: str, num_envs: int, updates: int) -> dict:
+def brax_environment(env_name: str) -> tuple[object, dict]:
+    """(environment, extra kwargs) for Brax's ``train`` functions: a Brax env, or a Playground DMC task with
+    Playground's wrapper for Brax training. Also patches the one JAX function Brax 0.14 still needs."""
     import jax._src.api as jax_api
 
     if not hasattr(jax, "device_put_replicated"):  # Brax 0.14 still calls it; JAX 0.10 removed it.
         jax.device_put_replicated = jax_api.device_put_replicated
+    prefix, _, task = env_name.partition("/")
+    if prefix == "dmc":
+        from mujoco_playground import dm_control_suite, wrapper
+
+        return (dm_control_suite.load(task, config_overrides={"impl": "jax"}),
+                {"wrap_env_fn": wrapper.wrap_for_brax_training})
+    from brax import envs as brax_envs
+
+    return brax_envs.get_environment(task, backend="generalized"), {}
+
+
+def brax_sac(env_name: str, num_envs: int, updates: int) -> dict:
     import functools
 
     from brax.training.agents.sac import networks as sac_networks
     from brax.training.agents.sac import train as brax_train
 
-    prefix, _, task = env_name.partition("/")
-    kwargs = {}
-    if prefix == "dmc":
-        from mujoco_playground import dm_control_suite, wrapper
-
-        environment = dm_control_suite.load(task, config_overrides={"impl": "jax"})
-        kwargs["wrap_env_fn"] = wrapper.wrap_for_brax_training
-    else:
-        from brax import envs as brax_envs
-
-        environment = brax_envs.get_environment(task, backend="generalized")
+    environment, kwargs = brax_environment(env_name)
     epoch_steps = max(updates, num_envs)
     prefill = 2 * num_envs
     sps, walls = [], []

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
-from typing import Any, Callable
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
 
 import jax.numpy as jnp
 
@@ -17,6 +18,26 @@ BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
 PLAYGROUND_IMPLS = ("jax", "warp")
 # Brax locomotion tasks that end an episode when the robot falls; the rest only hit the time limit.
 BRAX_NON_TERMINATING = {"halfcheetah", "reacher", "pusher", "swimmer", "fast"}
+
+# Loop settings (``jaxrl.loop.LoopConfig`` fields) a run on each suite starts from when no named config is given:
+# LoopConfig < these < the agent's ``loop_defaults`` < named config < sweep tables < flags. Chosen by measurement
+# with bench/defaults.py (3 seeds per agent and task; README, "Learning quality of the defaults"), not copied:
+#   dmc:  action repeat 2, the DM Control protocol of the SAC and TD-MPC2 papers' baselines and DrQ-v2.
+#   brax: none. Brax's and Playground's recipes normalise observations; here that sped SAC up on
+#         inverted_pendulum but cost it two thirds of its return on inverted_double_pendulum, so it stays a flag.
+#   toy:  none.
+SUITE_LOOP_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
+    "toy": MappingProxyType({}),
+    "brax": MappingProxyType({}),
+    "dmc": MappingProxyType({"action_repeat": 2}),
+})
+
+
+def suite_loop_defaults(name: str) -> dict[str, Any]:
+    """The loop defaults of env ``name``'s suite (``SUITE_LOOP_DEFAULTS``); {} for a name outside every suite (that
+    name fails later, in ``make``, with the list of valid ones)."""
+    suite = name.partition("/")[0] if isinstance(name, str) else ""
+    return dict(SUITE_LOOP_DEFAULTS.get(suite, {}))
 
 
 @dataclasses.dataclass(frozen=True)

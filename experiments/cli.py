@@ -43,6 +43,13 @@ def _failure(e: Exception, resume_hint: str = "") -> int:
     return _error(str(e), code=3 if isinstance(e, NonFiniteError) else 4 if isinstance(e, WriteError) else 2)
 
 
+def _suite_defaults_text() -> str:
+    from envs import SUITE_LOOP_DEFAULTS
+
+    return "; ".join(f"{suite}/: " + (", ".join(f"--{k.replace('_', '-')} {v}" for k, v in values.items()) or "none")
+                     for suite, values in SUITE_LOOP_DEFAULTS.items())
+
+
 def _train(argv: list[str]) -> int:
     import tyro
 
@@ -56,11 +63,15 @@ def _train(argv: list[str]) -> int:
     pre.add_argument("--resume", default=None)
     pre.add_argument("--config", default=None)
     known, rest = pre.parse_known_args(argv)
+    # --env picks the suite's loop defaults, which --help shows as defaults; tyro still parses it from ``rest``.
+    env_flag = argparse.ArgumentParser(add_help=False)
+    env_flag.add_argument("--env", default=None)
+    env = env_flag.parse_known_args(rest)[0].env
     try:
         if known.resume and known.config:
             raise ConfigError("--config cannot be combined with --resume (a resumed run keeps its own config)")
         saved = rundir.load_saved(known.resume) if known.resume else None
-        base = rundir.resolve(known.agent, known.config, saved, known.resume)
+        base = rundir.resolve(known.agent, known.config, saved, known.resume, env=env)
     except ConfigError as e:
         return _error(str(e))
 
@@ -76,7 +87,9 @@ def _train(argv: list[str]) -> int:
                                 "agent, --resume RUN_DIR continues a run (numeric agent fields and --steps may change "
                                 "there; fields the checkpoint fixes may not). Exit codes: 0 done (or already "
                                 "finished), 2 bad input, 3 non-finite loss, 4 a write failed (disk full or read-only), "
-                                "128+N stopped by signal N after a checkpoint.")
+                                "128+N stopped by signal N after a checkpoint. Without --config, a suite's loop "
+                                f"defaults apply under the agent's and the flags: {_suite_defaults_text()}; the "
+                                "defaults shown are those of --env's suite.")
     run, loop, agent_cfg = args.run, args.loop, getattr(args, name)
     created = None
     try:

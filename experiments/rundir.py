@@ -9,8 +9,8 @@ Every command that starts, continues or reads a run (``jaxrl train``, ``train --
 * A run holds ``run.lock`` (an OS file lock, released by the kernel when the process dies, plus its pid and host
   for the message) while it writes; a second process refuses the directory in one line, and a lock left by a
   dead process is taken over and said so.
-* Configs resolve by one precedence rule: agent defaults < named config < config file < flags < what the
-  checkpoint fixes. On ``--resume`` the saved ``config.json`` is the file; ``resume_request`` compares the request
+* Configs resolve by one precedence rule: the env suite's loop defaults (only without a named config) < agent
+  defaults < named config < config file < flags < what the checkpoint fixes. On ``--resume`` the saved ``config.json`` is the file; ``resume_request`` compares the request
   with it before anything is written: fields the checkpoint fixes must not change (one-line error), the others
   are changes applied from the resumed env step and recorded in ``config.json`` under ``changes``.
 """
@@ -226,16 +226,22 @@ class Resolved:
 
 
 def resolve(agent_name: str | None = None, config: str | None = None, saved: dict[str, Any] | None = None,
-            run_dir: str | None = None, tables: dict[str, dict[str, Any]] | None = None, where: str = "") -> Resolved:
-    """A run's configs by the one precedence rule: agent defaults < named config ``config`` < ``tables`` (the
-    ``[run]``/``[loop]``/``[agent_config]`` tables of a sweep file or ``reproduce --override``s) — or, for a saved
-    run, its ``config.json`` as read by ``load_saved`` (placed at ``run_dir``). Flags then apply on top (``jaxrl
-    train`` gives these as tyro's defaults) and ``resume_request`` enforces what the checkpoint fixes. Unknown
-    fields and values of the wrong type are one-line errors naming ``where`` they came from."""
+            run_dir: str | None = None, tables: dict[str, dict[str, Any]] | None = None, where: str = "",
+            env: str | None = None) -> Resolved:
+    """A run's configs by the one precedence rule: the suite's loop defaults < agent defaults < named config
+    ``config`` < ``tables`` (the ``[run]``/``[loop]``/``[agent_config]`` tables of a sweep file or ``reproduce
+    --override``s) — or, for a saved run, its ``config.json`` as read by ``load_saved`` (placed at ``run_dir``).
+    Flags then apply on top (``jaxrl train`` gives these as tyro's defaults) and ``resume_request`` enforces what the
+    checkpoint fixes. Unknown fields and values of the wrong type are one-line errors naming ``where`` they came from.
+
+    The suite's loop defaults (``envs.suite_loop_defaults``) apply only to a new run without a named config: a
+    paper config keeps its protocol and a saved run its ``config.json``. Their env is ``env`` (``jaxrl train``'s
+    ``--env`` flag, read before the other flags), else the tables' ``run.env``, else ``RunConfig``'s default."""
+    import envs
     from agents import get_agent
     from experiments import configs
     from experiments.train import RunConfig
-    from jaxrl.loop import LoopConfig, default_loop_config
+    from jaxrl.loop import LoopConfig
 
     sections = {s: {} for s in SECTIONS}
     source = saved
@@ -251,7 +257,8 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
     for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
         configs.check_fields(cls, sections[section], f"{where} [{section}]")
     run = config_from_dict(RunConfig, {**sections["run"], **({"run_dir": run_dir} if run_dir else {})})
-    loop = dataclasses.replace(default_loop_config(agent), **sections["loop"])
+    suite = {} if source is not None else envs.suite_loop_defaults(env or run.env)
+    loop = LoopConfig(**{**suite, **agent.loop_defaults, **sections["loop"]})
     agent_cfg = config_from_dict(agent.Config, sections["agent_config"])
     members = None
     if saved is not None and saved.get("members"):
