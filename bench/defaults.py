@@ -4,7 +4,7 @@
     python bench/defaults.py --agents sac td3 --tasks brax/inverted_pendulum dmc/CartpoleBalance
     python bench/defaults.py --label norm --override loop.normalize_obs=true   # a candidate default, labelled
     python bench/defaults.py --out bench/results/defaults.jsonl              # append the JSON lines there too
-    python bench/defaults.py --label before --override loop.action_repeat=1  # the loop before the suite defaults
+    python bench/defaults.py --label before --without-suite-defaults         # the loop before the suite defaults
     python bench/defaults.py --brax-sac --tasks brax/inverted_pendulum       # Brax's own SAC, same budget
 
 What a new user runs: ``jaxrl train --agent A --env E`` with nothing else but the budget (``--steps``,
@@ -59,9 +59,12 @@ def parse_override(item: str) -> tuple[str, str, object]:
     return section, field, parsed
 
 
-def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, overrides) -> dict:
+def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, overrides,
+            suite_defaults: bool = True) -> dict:
+    import envs
     from experiments import rundir
     from experiments.train import train
+    from jaxrl.loop import LoopConfig
 
     tables = {"run": {"env": task, "seed": 0, "seeds": seeds, "checkpoint_minutes": 0.0,
                       "compilation_cache": "~/.cache/jaxrl/xla"},
@@ -70,6 +73,9 @@ def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, o
     resolved = rundir.resolve(agent_name)
     if "num_envs" not in resolved.agent.loop_defaults:
         tables["loop"]["num_envs"] = num_envs
+    if not suite_defaults:  # what the run got before envs.SUITE_LOOP_DEFAULTS existed
+        for field in envs.suite_loop_defaults(task):
+            tables["loop"][field] = resolved.agent.loop_defaults.get(field, getattr(LoopConfig(), field))
     for section, field, value in overrides:
         tables[section][field] = value
     resolved = rundir.resolve(agent_name, tables=tables, where="bench/defaults.py")
@@ -129,6 +135,8 @@ def run_brax_sac(task: str, steps: int, num_envs: int, seeds: int) -> dict:
 def table(paths: list[str]) -> str:
     """A markdown table of result files: one row per (agent, task), one column per label, each cell the seeds'
     final returns, their mean and the fraction of seeds at or above the task's threshold."""
+    import envs
+
     results = {}
     for path in paths:
         for line in open(path):
@@ -142,6 +150,8 @@ def table(paths: list[str]) -> str:
         cells = []
         for label in labels:
             r = results.get((agent, task, label))
+            if r is None and label == "after" and not envs.suite_loop_defaults(task):
+                r = results.get((agent, task, "before"))  # no suite default on this task: the same settings
             cells.append("" if r is None else f"{' / '.join(f'{x:.0f}' for x in r['final'])} "
                          f"(mean {sum(r['final']) / len(r['final']):.0f}, {r['fraction_above']:.0%} ≥)")
         rows.append(f"| {agent} | {task} | {THRESHOLD[task]:g} | " + " | ".join(cells) + " |")
@@ -158,6 +168,8 @@ def main() -> None:
     parser.add_argument("--label", default="defaults", help="names this set of settings in the output")
     parser.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=VALUE")
     parser.add_argument("--out", default=None, help="also append the JSON lines to this file")
+    parser.add_argument("--without-suite-defaults", action="store_true", help="the loop as it was before the "
+                        "per-suite defaults (envs.SUITE_LOOP_DEFAULTS): the 'before' column")
     parser.add_argument("--brax-sac", action="store_true", help="run Brax's own SAC on the non-toy tasks instead")
     parser.add_argument("--table", nargs="+", metavar="JSONL", help="print the markdown table of these result "
                         "files and exit")
@@ -175,7 +187,8 @@ def main() -> None:
                           **run_brax_sac(task, args.steps, args.num_envs, args.seeds)}
             else:
                 result = {"label": args.label, "overrides": args.override,
-                          **run_one(agent_name, task, args.steps, args.num_envs, args.seeds, overrides)}
+                          **run_one(agent_name, task, args.steps, args.num_envs, args.seeds, overrides,
+                                   not args.without_suite_defaults)}
             line = json.dumps(result)
             print(line, flush=True)
             if args.out:

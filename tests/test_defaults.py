@@ -17,18 +17,19 @@ from jaxrl.loop import LoopConfig
 def test_each_suite_gets_exactly_its_stated_loop_defaults():
     # Pinned: changing a suite's defaults changes every new run on it, so it must be a deliberate edit here too.
     assert {suite: dict(values) for suite, values in envs.SUITE_LOOP_DEFAULTS.items()} == {
-        "toy": {}, "brax": {}, "dmc": {"action_repeat": 2}}
-    assert envs.suite_loop_defaults("dmc/CartpoleSwingup") == {"action_repeat": 2}
+        "toy": {}, "brax": {}, "dmc": {"action_repeat": 2, "updates_per_step": 2.0}}
+    assert envs.suite_loop_defaults("dmc/CartpoleSwingup") == {"action_repeat": 2, "updates_per_step": 2.0}
     assert envs.suite_loop_defaults("brax/inverted_pendulum") == {}
     assert envs.suite_loop_defaults("toy/Pendulum") == {}
     assert envs.suite_loop_defaults("nosuchsuite/x") == {}
 
 
-@pytest.mark.parametrize("env, action_repeat", [("dmc/CartpoleBalance", 2), ("brax/inverted_pendulum", 1),
-                                                ("toy/Pendulum", 1)])
-def test_a_new_run_starts_from_its_suites_defaults(env, action_repeat):
+@pytest.mark.parametrize("env, changed", [
+    ("dmc/CartpoleBalance", {"action_repeat": 2, "updates_per_step": 2.0}),
+    ("brax/inverted_pendulum", {}), ("toy/Pendulum", {})])
+def test_a_new_run_starts_from_its_suites_defaults(env, changed):
     for resolved in (rundir.resolve("sac", tables={"run": {"env": env}}), rundir.resolve("sac", env=env)):
-        assert resolved.loop == dataclasses.replace(LoopConfig(), action_repeat=action_repeat)
+        assert resolved.loop == dataclasses.replace(LoopConfig(), **changed)
 
 
 def test_the_default_env_gets_its_suites_defaults():
@@ -40,6 +41,8 @@ def test_agent_defaults_tables_and_flags_override_the_suite():
     # Agent loop_defaults sit above the suite's: DSAC-T keeps its official schedule on every suite.
     dsac = rundir.resolve("dsac_t", env="dmc/CartpoleBalance").loop
     assert (dsac.num_envs, dsac.updates_per_step, dsac.action_repeat) == (20, 1 / 20, 2)
+    tdmpc2 = rundir.resolve("tdmpc2", env="dmc/CartpoleBalance").loop  # its official 1 update per agent step
+    assert (tdmpc2.updates_per_step, tdmpc2.action_repeat) == (1.0, 2)
     tables = {"run": {"env": "dmc/CartpoleBalance"}, "loop": {"action_repeat": 1}}
     assert rundir.resolve("sac", tables=tables).loop.action_repeat == 1
 
@@ -52,7 +55,7 @@ def _shown_default(help_text: str, flag: str) -> str:
 
 def test_help_shows_the_suites_value_and_a_flag_overrides_it(cli, monkeypatch, tmp_path):
     shown = cli("train", "--env", "dmc/CartpoleBalance", "--help").stdout
-    assert "dmc/: --action-repeat 2" in " ".join(shown.split())
+    assert "dmc/: --action-repeat 2, --updates-per-step 2.0" in " ".join(shown.split())
     assert _shown_default(shown, "--action-repeat") == "2"
     assert _shown_default(cli("train", "--env", "brax/inverted_pendulum", "--help").stdout, "--action-repeat") == "1"
 
