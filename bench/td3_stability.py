@@ -78,7 +78,8 @@ def ours(steps: int, normalize_obs: bool, seeds: int) -> None:
         row = {"step": int(m["env_steps"]), "eval": [round(float(x)) for x in m["eval/return"]],
                "episode_min": [round(float(x)) for x in per_episode.min(1)],
                "episode_max": [round(float(x)) for x in per_episode.max(1)],
-               "train_return": [round(float(x)) for x in m["train/episode_return"]]}
+               # NaN where no training episode ended in these 1000 steps (every env balanced throughout)
+               "train_return": [None if x != x else round(float(x)) for x in m["train/episode_return"]]}
         for name in ("gap0.1", "gap0.3", "dq_da", "saturated", "q_mean", "terminal_frac"):
             row[name] = [round(float(x), 3) for x in m[f"train/{name}"]]
         print(json.dumps(row), flush=True)
