@@ -59,9 +59,19 @@ def parse_override(item: str) -> tuple[str, str, object]:
     return section, field, parsed
 
 
+def suite_changes(agent_name: str, task: str) -> dict:
+    """The loop fields the task's suite defaults change for this agent (those its own loop_defaults do not set)."""
+    import envs
+    from agents import get_agent
+    from jaxrl.loop import LoopConfig
+
+    agent = get_agent(agent_name)
+    return {field: value for field, value in envs.suite_loop_defaults(task).items()
+            if field not in agent.loop_defaults and value != getattr(LoopConfig(), field)}
+
+
 def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, overrides,
             suite_defaults: bool = True) -> dict:
-    import envs
     from experiments import rundir
     from experiments.train import train
     from jaxrl.loop import LoopConfig
@@ -74,8 +84,7 @@ def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, o
     if "num_envs" not in resolved.agent.loop_defaults:
         tables["loop"]["num_envs"] = num_envs
     if not suite_defaults:  # what the run got before envs.SUITE_LOOP_DEFAULTS existed
-        for field in envs.suite_loop_defaults(task):
-            tables["loop"][field] = resolved.agent.loop_defaults.get(field, getattr(LoopConfig(), field))
+        tables["loop"].update({field: getattr(LoopConfig(), field) for field in suite_changes(agent_name, task)})
     for section, field, value in overrides:
         tables[section][field] = value
     resolved = rundir.resolve(agent_name, tables=tables, where="bench/defaults.py")
@@ -135,8 +144,6 @@ def run_brax_sac(task: str, steps: int, num_envs: int, seeds: int) -> dict:
 def table(paths: list[str]) -> str:
     """A markdown table of result files: one row per (agent, task), one column per label, each cell the seeds'
     final returns, their mean and the fraction of seeds at or above the task's threshold."""
-    import envs
-
     results = {}
     for path in paths:
         for line in open(path):
@@ -150,8 +157,8 @@ def table(paths: list[str]) -> str:
         cells = []
         for label in labels:
             r = results.get((agent, task, label))
-            if r is None and label == "after" and not envs.suite_loop_defaults(task):
-                r = results.get((agent, task, "before"))  # no suite default on this task: the same settings
+            if r is None and label == "after" and agent in AGENTS and not suite_changes(agent, task):
+                r = results.get((agent, task, "before"))  # no suite default applies here: the same settings
             cells.append("" if r is None else f"{' / '.join(f'{x:.0f}' for x in r['final'])} "
                          f"(mean {sum(r['final']) / len(r['final']):.0f}, {r['fraction_above']:.0%} ≥)")
         rows.append(f"| {agent} | {task} | {THRESHOLD[task]:g} | " + " | ".join(cells) + " |")

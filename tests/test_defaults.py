@@ -38,9 +38,9 @@ def test_the_default_env_gets_its_suites_defaults():
 
 
 def test_agent_defaults_tables_and_flags_override_the_suite():
-    # Agent loop_defaults sit above the suite's: DSAC-T keeps its official schedule on every suite.
+    # Agent loop_defaults sit above the suite's: DSAC-T keeps its official schedule (no repeat) on every suite.
     dsac = rundir.resolve("dsac_t", env="dmc/CartpoleBalance").loop
-    assert (dsac.num_envs, dsac.updates_per_step, dsac.action_repeat) == (20, 1 / 20, 2)
+    assert (dsac.num_envs, dsac.updates_per_step, dsac.action_repeat) == (20, 1 / 20, 1)
     tdmpc2 = rundir.resolve("tdmpc2", env="dmc/CartpoleBalance").loop  # its official 1 update per agent step
     assert (tdmpc2.updates_per_step, tdmpc2.action_repeat) == (1.0, 2)
     tables = {"run": {"env": "dmc/CartpoleBalance"}, "loop": {"action_repeat": 1}}
