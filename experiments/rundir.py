@@ -11,8 +11,9 @@ Every command that starts, continues or reads a run (``jaxrl train``, ``train --
   dead process is taken over and said so.
 * Configs resolve by one precedence rule: the env suite's loop defaults (only without a named config) < agent
   defaults < named config < config file < flags < what the checkpoint fixes. On ``--resume`` the saved
-  ``config.json`` is the file; ``resume_request`` compares the request with it before anything is written: fields the checkpoint fixes must not change (one-line error), the others
-  are changes applied from the resumed env step and recorded in ``config.json`` under ``changes``.
+  ``config.json`` is the file; ``resume_request`` compares the request with it before anything is written:
+  fields the checkpoint fixes must not change (one-line error), the others are changes applied from the resumed
+  env step and recorded in ``config.json`` under ``changes``.
 """
 from __future__ import annotations
 
