@@ -60,21 +60,32 @@ def parse_override(item: str) -> tuple[str, str, object]:
 
 
 def suite_changes(agent_name: str, task: str) -> dict:
-    """The loop fields the task's suite defaults change for this agent (those its own loop_defaults do not set)."""
+    """{field: (without, with)} for the loop fields the task's suite defaults change for this agent."""
     import envs
     from agents import get_agent
-    from jaxrl.loop import LoopConfig
+    from jaxrl.loop import default_loop_config
 
     agent = get_agent(agent_name)
-    return {field: value for field, value in envs.suite_loop_defaults(task).items()
-            if field not in agent.loop_defaults and value != getattr(LoopConfig(), field)}
+    without, with_suite = default_loop_config(agent), default_loop_config(agent, envs.suite_loop_defaults(task))
+    return {f.name: (getattr(without, f.name), getattr(with_suite, f.name)) for f in dataclasses.fields(without)
+            if getattr(without, f.name) != getattr(with_suite, f.name)}
+
+
+def summarise(agent_name: str, task: str, per_seed: list[list[float]]) -> dict:
+    """Final and best return per seed, the share of seeds whose final return reaches the task's threshold, and
+    the mean curve, from each seed's evaluation returns in order."""
+    final = [curve[-1] for curve in per_seed]
+    threshold = THRESHOLD.get(task)
+    return {"agent": agent_name, "task": task, "seeds": len(per_seed), "final": [round(x, 1) for x in final],
+            "best": [round(max(curve), 1) for curve in per_seed], "threshold": threshold,
+            "fraction_above": None if threshold is None else sum(x >= threshold for x in final) / len(per_seed),
+            "curve_mean": [round(sum(c[i] for c in per_seed) / len(per_seed), 1) for i in range(len(per_seed[0]))]}
 
 
 def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, overrides,
             suite_defaults: bool = True) -> dict:
     from experiments import rundir
     from experiments.train import train
-    from jaxrl.loop import LoopConfig
 
     tables = {"run": {"env": task, "seed": 0, "seeds": seeds, "checkpoint_minutes": 0.0,
                       "compilation_cache": "~/.cache/jaxrl/xla"},
@@ -84,7 +95,7 @@ def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, o
     if "num_envs" not in resolved.agent.loop_defaults:
         tables["loop"]["num_envs"] = num_envs
     if not suite_defaults:  # what the run got before envs.SUITE_LOOP_DEFAULTS existed
-        tables["loop"].update({field: getattr(LoopConfig(), field) for field in suite_changes(agent_name, task)})
+        tables["loop"].update({field: before for field, (before, _) in suite_changes(agent_name, task).items()})
     for section, field, value in overrides:
         tables[section][field] = value
     resolved = rundir.resolve(agent_name, tables=tables, where="bench/defaults.py")
@@ -95,15 +106,9 @@ def run_one(agent_name: str, task: str, steps: int, num_envs: int, seeds: int, o
     wall = time.perf_counter() - t0
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
     per_seed = [[r.get(f"eval/return/seed{k}", r["eval/return"]) for r in rows] for k in range(seeds)]
-    final = [curve[-1] for curve in per_seed]
-    threshold = THRESHOLD.get(task)
-    return {"agent": agent_name, "task": task, "steps": summary["env_steps"], "num_envs": resolved.loop.num_envs,
-            "seeds": seeds, "final": [round(x, 1) for x in final],
-            "best": [round(max(curve), 1) for curve in per_seed],
-            "threshold": threshold,
-            "fraction_above": None if threshold is None else sum(x >= threshold for x in final) / seeds,
-            "curve_mean": [round(sum(c[i] for c in per_seed) / seeds, 1) for i in range(len(rows))],
-            "wall_s": round(wall, 1), "compile_s": round(summary["compile_s"], 1), "run_dir": run_dir}
+    return {**summarise(agent_name, task, per_seed), "steps": summary["env_steps"],
+            "num_envs": resolved.loop.num_envs, "wall_s": round(wall, 1),
+            "compile_s": round(summary["compile_s"], 1), "run_dir": run_dir}
 
 
 def run_brax_sac(task: str, steps: int, num_envs: int, seeds: int) -> dict:
@@ -131,13 +136,7 @@ def run_brax_sac(task: str, steps: int, num_envs: int, seeds: int) -> dict:
                                                                        hidden_layer_sizes=(256, 256)),
             progress_fn=lambda step, metrics: curve.append(float(metrics["eval/episode_reward"])), **kwargs)
         per_seed.append(curve[1:])  # curve[0] is the untrained policy
-    final = [curve[-1] for curve in per_seed]
-    threshold = THRESHOLD.get(task)
-    return {"agent": "brax_sac", "task": task, "steps": steps, "num_envs": num_envs, "seeds": seeds,
-            "final": [round(x, 1) for x in final], "best": [round(max(c), 1) for c in per_seed],
-            "threshold": threshold,
-            "fraction_above": None if threshold is None else sum(x >= threshold for x in final) / seeds,
-            "curve_mean": [round(sum(c[i] for c in per_seed) / seeds, 1) for i in range(len(per_seed[0]))],
+    return {**summarise("brax_sac", task, per_seed), "steps": steps, "num_envs": num_envs,
             "wall_s": round(time.perf_counter() - t0, 1)}
 
 

@@ -33,6 +33,7 @@ def ours(steps: int, normalize_obs: bool, seeds: int) -> None:
 
     import envs
     from agents import td3
+    from jaxrl.evaluate import evaluate
     from jaxrl.loop import LoopConfig, make_train
     from jaxrl.normalization import normalize
 
@@ -58,15 +59,13 @@ def ours(steps: int, normalize_obs: bool, seeds: int) -> None:
 
     @jax.jit
     def episode_returns(agent_state, stats, key):
+        """10 single-episode evaluations per seed (``jaxrl.evaluate`` averages over its envs, so one env each)."""
         def one(agent_state, stats, key):
-            def step(carry, _):
-                env_state, total, running = carry
-                obs = normalize(stats.obs, env_state.obs) if normalize_obs else env_state.obs
-                env_state, out = eval_env.step(env_state, td3.act(agent_state, obs, None, cfg, True)[0])
-                return (env_state, total + jnp.where(running, out.reward, 0.0), running & ~out.done), None
+            def policy(obs, carry, key):
+                obs = normalize(stats.obs, obs) if normalize_obs else obs
+                return td3.act(agent_state, obs, key, cfg, True, carry)
 
-            start = (eval_env.reset(key, 10), jnp.zeros(10), jnp.ones(10, bool))
-            return jax.lax.scan(step, start, None, length=eval_env.decisions_per_episode)[0][1]
+            return jax.vmap(lambda k: evaluate(eval_env, policy, k, 1))(jax.random.split(key, 10))
 
         return jax.vmap(one)(agent_state, stats, jax.random.split(key, seeds))
 

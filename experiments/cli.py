@@ -64,7 +64,7 @@ def _train(argv: list[str]) -> int:
     pre.add_argument("--config", default=None)
     known, rest = pre.parse_known_args(argv)
     # --env picks the suite's loop defaults, which --help shows as defaults; tyro still parses it from ``rest``.
-    env_flag = argparse.ArgumentParser(add_help=False)
+    env_flag = argparse.ArgumentParser(prog="jaxrl train", add_help=False)
     env_flag.add_argument("--env", default=None)
     env = env_flag.parse_known_args(rest)[0].env
     try:

@@ -242,7 +242,7 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
     from agents import get_agent
     from experiments import configs
     from experiments.train import RunConfig
-    from jaxrl.loop import LoopConfig
+    from jaxrl.loop import LoopConfig, default_loop_config
 
     sections = {s: {} for s in SECTIONS}
     source = saved
@@ -259,7 +259,7 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
         configs.check_fields(cls, sections[section], f"{where} [{section}]")
     run = config_from_dict(RunConfig, {**sections["run"], **({"run_dir": run_dir} if run_dir else {})})
     suite = {} if source is not None else envs.suite_loop_defaults(env or run.env)
-    loop = LoopConfig(**{**suite, **agent.loop_defaults, **sections["loop"]})
+    loop = default_loop_config(agent, suite, **sections["loop"])
     agent_cfg = config_from_dict(agent.Config, sections["agent_config"])
     members = None
     if saved is not None and saved.get("members"):

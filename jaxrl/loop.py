@@ -206,9 +206,10 @@ def stack_configs(configs, template):
     return jax.tree.map(lambda *values: jnp.asarray(values), *configs)
 
 
-def default_loop_config(agent: Agent, **overrides) -> LoopConfig:
-    """LoopConfig with the agent's own loop defaults (``agent.loop_defaults``), then ``overrides``, applied."""
-    return dataclasses.replace(LoopConfig(), **{**agent.loop_defaults, **overrides})
+def default_loop_config(agent: Agent, suite_defaults: dict[str, Any] | None = None, **overrides) -> LoopConfig:
+    """LoopConfig with, in this order, an env suite's loop defaults (``envs.suite_loop_defaults``), the agent's own
+    (``agent.loop_defaults``) and ``overrides`` applied: each layer wins over the one before."""
+    return LoopConfig(**{**(suite_defaults or {}), **agent.loop_defaults, **overrides})
 
 
 def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Trainer:
