@@ -3,7 +3,7 @@
 Reads top to bottom: Config -> State -> losses -> init / act / update -> AGENT.
 
 Two critics each predict a Gaussian over the soft return, N(mu_i(s, a), sigma_i(s, a)^2), sigma = softplus.
-The three refinements (ALGORITHMS.md §3.2), as the paper-era official code (Jingliang-Duan/DSAC-v2,
+The three refinements of the paper, as the paper-era official code (Jingliang-Duan/DSAC-v2 `dsac_v2.py`,
 2023-05 to 2025-07) implements them:
   1. expected value substitution: the mean is regressed on the *expected* target y_q, not a sample;
   2. twin value distributions: per sample, the target critic with the smaller mean supplies y_q and y_z;
@@ -12,16 +12,16 @@ The three refinements (ALGORITHMS.md §3.2), as the paper-era official code (Jin
 ``critic_loss_form="huber"`` selects the 2025-07 official loss instead (commit c5105eb), see
 ``critic_huber_terms``. Published numbers predate it.
 
-Defaults follow the official code (`dsacv2_mlp_mujoco_offserial.py`): critics and policy [256, 256, 256] GELU,
-policy log std clamped to [-20, 0.5], target networks for both critics *and* the policy, lr 1e-4 (critics,
-policy) and 3e-4 (alpha), alpha_0 = e, entropy target -|A|, gamma 0.99, tau 0.005, batch 256; policy, alpha
-and all targets step every 2nd iteration (iteration counted from 0, so the first update moves them); the actor
-and alpha gradients are taken with the critics from before this iteration's critic step. Loop defaults
-(``AGENT.loop_defaults``): 20 envs and 1 update per 20 env steps (the official 20 env steps per iteration),
-10k warm-up transitions from the initial stochastic policy, no action repeat on any suite (the official schedule
-is per simulator step; the ``dmc/`` suite's repeat of 2 cost it 405 -> 372 on CartpoleBalance in bench/defaults.py,
-since the same updates per decision are then half as many per env step). For curves comparable with SAC/TD3 at 1M env
-steps (1 update per env step) pass ``--updates-per-step 1``. Deviations:
+Defaults follow the official code (`dsacv2_mlp_mujoco_offserial.py`): critics and policy [256, 256, 256] with
+torch.nn.GELU's exact (erf) GELU, policy log std clamped to [-20, 0.5], target networks for both critics *and* the
+policy, lr 1e-4 (critics, policy) and 3e-4 (alpha), alpha_0 = e, entropy target -|A|, gamma 0.99, tau 0.005, batch
+256; policy, alpha and all targets step every 2nd iteration (iteration counted from 0, so the first update moves
+them); the actor and alpha gradients are taken with the critics from before this iteration's critic step. Loop
+defaults (``AGENT.loop_defaults``): 20 envs and 1 update per 20 env steps (the official 20 env steps per iteration),
+10k warm-up transitions from the initial stochastic policy, no action repeat on any suite (the official schedule is
+per simulator step; the ``dmc/`` suite's repeat of 2 cost it 405 -> 372 on CartpoleBalance in bench/defaults.py,
+since the same updates per decision are then half as many per env step). For curves comparable with SAC/TD3 at 1M
+env steps (1 update per env step) pass ``--updates-per-step 1``. Deviations:
   * lecun_uniform init with zero biases (Brax) rather than PyTorch's default;
   * the 20 env steps per iteration come from 20 batched envs, one step each, not 20 steps of one env.
 """
@@ -39,9 +39,10 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
+from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, td_target
 from jaxrl.networks import ACTIVATIONS, CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
-from jaxrl.updates import apply_updates, init_temperature, log_temperature_loss, polyak_update, td_target
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -99,8 +100,8 @@ class State:
     alpha_opt_state: Any
     mean_std: jax.Array  # [2] b_i, the running mean of each critic's sigma over batches
     num_updates: jax.Array  # iterations so far; the policy moves when it is a multiple of policy_delay
-    last_actor_loss: jax.Array  # reported on the iterations that skip the policy
-    last_entropy: jax.Array
+    last_policy_metrics: dict[str, jax.Array]  # the last policy step's (DELAYED_METRICS), reported on the
+    # iterations that skip the policy
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
 
@@ -149,7 +150,8 @@ def clipped_sample_target(y_z, mu, mean_std, clip_boundary):
 
 
 def critic_paper_terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg: Config):
-    """Per-critic loss L_i of the paper-era code, [2]; its gradients are the paper's (ALGORITHMS.md §3.2):
+    """Per-critic loss L_i of the paper-era code (DSAC-v2 `dsac_v2.py` before c5105eb), [2]; its gradients are
+    the paper's (Duan et al., arXiv 2310.05858):
 
         dL_i/dmu_i    = -(b_i^2 + eps) (y_q - mu_i) / (sighat_i^2 + eps)                 / B per sample
         dL_i/dsigma_i = -(b_i^2 + eps) ((yhat_z,i - mu_i)^2 - sighat_i^2) / (sighat_i^3 + eps) / B
@@ -242,12 +244,17 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
                  target_critic_params=critic_params, log_alpha=log_alpha, target_entropy=target_entropy,
                  actor_opt_state=actor_opt.init(actor_params), critic_opt_state=critic_opt.init(critic_params),
                  alpha_opt_state=alpha_opt.init(log_alpha), mean_std=jnp.zeros((2,), jnp.float32),
-                 num_updates=jnp.zeros((), jnp.int32), last_actor_loss=jnp.zeros((), jnp.float32),
-                 last_entropy=jnp.zeros((), jnp.float32), actor=actor, critic=critic)
+                 num_updates=jnp.zeros((), jnp.int32),
+                 last_policy_metrics=dict.fromkeys(DELAYED_METRICS, jnp.zeros((), jnp.float32)), actor=actor,
+                 critic=critic)
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
     return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic), carry
+
+
+# What the delayed policy step reports; the iterations in between repeat its last values.
+DELAYED_METRICS = ("actor_loss", "entropy", "grad_norm/actor", "grad_norm/alpha")
 
 
 def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):
@@ -257,30 +264,28 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
         actor_opt, critic_opt, alpha_opt = optimizers(cfg)
-        grads, info = jax.grad(critic_loss_fn, has_aux=True)(state.critic_params, state, batch, critic_key, cfg)
-        mean_std = info.pop("mean_std")
-        critic_params, critic_opt_state = apply_updates(state.critic_params, grads, state.critic_opt_state, critic_opt)
+        critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
+                               critic_key, cfg)
+        mean_std = critic.aux.pop("mean_std")
 
         def delayed(state: State):
             # ``state`` still holds the pre-step critics: the policy gradient is taken with them (official order).
-            actor_grads, actor_info = jax.grad(actor_loss_fn, has_aux=True)(state.actor_params, state, batch,
-                                                                            actor_key, cfg)
-            alpha_grads, _ = jax.grad(alpha_loss_fn, has_aux=True)(state.log_alpha, state, actor_info["log_prob"],
-                                                                   cfg)
-            actor_params, actor_opt_state = apply_updates(state.actor_params, actor_grads, state.actor_opt_state,
-                                                          actor_opt)
-            log_alpha, alpha_opt_state = apply_updates(state.log_alpha, alpha_grads, state.alpha_opt_state, alpha_opt)
+            actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
+                                  actor_key, cfg)
+            alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, state,
+                                  actor.aux["log_prob"], cfg)
+            metrics = {"actor_loss": actor.aux["actor_loss"], "entropy": actor.aux["entropy"],
+                       **grad_norm_metrics(actor=actor, alpha=alpha)}
             return state.replace(
-                actor_params=actor_params, actor_opt_state=actor_opt_state, log_alpha=log_alpha,
-                alpha_opt_state=alpha_opt_state, last_actor_loss=actor_info["actor_loss"],
-                last_entropy=actor_info["entropy"],
-                target_actor_params=polyak_update(actor_params, state.target_actor_params, cfg.tau),
-                target_critic_params=polyak_update(critic_params, state.target_critic_params, cfg.tau))
+                actor_params=actor.params, actor_opt_state=actor.opt_state, log_alpha=alpha.params,
+                alpha_opt_state=alpha.opt_state, last_policy_metrics=metrics,
+                target_actor_params=polyak_update(actor.params, state.target_actor_params, cfg.tau),
+                target_critic_params=polyak_update(critic.params, state.target_critic_params, cfg.tau))
 
         state = jax.lax.cond(state.num_updates % cfg.policy_delay == 0, delayed, lambda s: s, state)
-        state = state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state, mean_std=mean_std,
+        state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state, mean_std=mean_std,
                               num_updates=state.num_updates + 1)
-        return state, {**info, "actor_loss": state.last_actor_loss, "entropy": state.last_entropy,
+        return state, {**critic.aux, **grad_norm_metrics(critic=critic), **state.last_policy_metrics,
                        "alpha": jnp.exp(state.log_alpha), "mean_std": jnp.mean(mean_std)}
 
     return update

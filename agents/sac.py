@@ -2,9 +2,10 @@
 
 Reads top to bottom: Config -> State -> losses (one pure function each) -> init / act / update -> AGENT.
 
-Defaults follow the paper / CleanRL column of ALGORITHMS.md §1: 2x256 ReLU MLPs, lr 3e-4 everywhere,
-batch 256, gamma 0.99, tau 0.005, alpha_0 = 1, target entropy -|A|, one update per transition, update
-order critic -> actor -> temperature -> Polyak (CleanRL). Deviations, all deliberate:
+Defaults follow the paper's hyperparameters (arXiv 1812.05905, Table 1) and CleanRL's
+`sac_continuous_action.py`: 2x256 ReLU MLPs, lr 3e-4 everywhere, batch 256, gamma 0.99, tau 0.005, alpha_0 = 1,
+target entropy -|A|, one update per transition, update order critic -> actor -> temperature -> Polyak (CleanRL).
+Deviations, all deliberate:
   * log std is squashed smoothly into [-5, 2] (CleanRL) rather than clipped to [-20, 2] (softlearning);
   * weights use lecun_uniform with zero biases (Brax) rather than PyTorch's default init;
   * the critic loss is the sum over the twin critics of the mean squared TD error (CleanRL), i.e. twice the
@@ -23,9 +24,10 @@ import optax
 
 from jaxrl import checks
 from jaxrl.agent import Agent
+from jaxrl.losses import init_temperature, polyak_update, td_target, temperature_loss
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
-from jaxrl.updates import apply_updates, init_temperature, polyak_update, td_target, temperature_loss
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -152,22 +154,22 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
         critic_key, actor_key = jax.random.split(key)
         actor_opt, critic_opt, alpha_opt = optimizers(cfg)
 
-        grads, critic_info = jax.grad(critic_loss_fn, has_aux=True)(state.critic_params, state, batch, critic_key, cfg)
-        critic_params, critic_opt_state = apply_updates(state.critic_params, grads, state.critic_opt_state, critic_opt)
-        state = state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state)
+        critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
+                               critic_key, cfg)
+        state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state)
 
-        grads, actor_info = jax.grad(actor_loss_fn, has_aux=True)(state.actor_params, state, batch, actor_key, cfg)
-        actor_params, actor_opt_state = apply_updates(state.actor_params, grads, state.actor_opt_state, actor_opt)
-        log_prob = actor_info.pop("log_prob")
+        actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
+                              actor_key, cfg)
+        log_prob = actor.aux.pop("log_prob")
 
-        grads, alpha_info = jax.grad(alpha_loss_fn, has_aux=True)(state.log_alpha, state, log_prob, cfg)
-        log_alpha, alpha_opt_state = apply_updates(state.log_alpha, grads, state.alpha_opt_state, alpha_opt)
+        alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, state, log_prob, cfg)
 
         state = state.replace(
-            actor_params=actor_params, actor_opt_state=actor_opt_state, log_alpha=log_alpha,
-            alpha_opt_state=alpha_opt_state,
+            actor_params=actor.params, actor_opt_state=actor.opt_state, log_alpha=alpha.params,
+            alpha_opt_state=alpha.opt_state,
             target_critic_params=polyak_update(state.critic_params, state.target_critic_params, cfg.tau))
-        return state, {**critic_info, **actor_info, **alpha_info}
+        return state, {**critic.aux, **actor.aux, **alpha.aux,
+                       **grad_norm_metrics(critic=critic, actor=actor, alpha=alpha)}
 
     return update
 

@@ -2,21 +2,22 @@
 
 Reads top to bottom: Config -> State -> losses -> init / act / update -> AGENT.
 
-Follows the official Flax code (dojeon-ai/SimbaV2, ALGORITHMS.md §5): the blocks of ``jaxrl/hyperspherical.py``
-(actor: embedder h=128 + 1 LERP block + linear head with log std in [-10, 2]; critic: embedder h=512 on [s; a]
-+ 2 blocks + 101-bin categorical head on [-5, 5]); every HyperDense kernel projected back to unit column norm
-after each optimizer step (not the target critic, as in the official code). One critic by default (the DMC
-configs); ``--simbav2.num-critics 2`` gives the clipped double-Q of the MuJoCo/Brax configs, choosing per sample
-the target distribution whose expected value is smaller. Order per update: actor -> temperature -> critic
-(target from the just-updated actor and alpha) -> Polyak (tau 0.005). Adam with the learning rate decayed
-linearly 1e-4 -> 5e-5 over ``lr_decay_updates`` (official: all updates of the run; 1M = the DMC protocol's 1M
-env steps at 1 update per env step), alpha_0 = 0.01, target entropy -0.5 |A|, gamma 0.99, batch 256.
+Follows the official Flax code (dojeon-ai/SimbaV2 `scale_rl/agents/simbaV2/`, `configs/agent/simbaV2.yaml`): the
+blocks of ``jaxrl/hyperspherical.py`` (actor: embedder h=128 + 1 LERP block + linear head with log std in [-10, 2];
+critic: embedder h=512 on [s; a] + 2 blocks + 101-bin categorical head on [-5, 5]); every HyperDense kernel
+projected back to unit column norm after each optimizer step (not the target critic, as in the official code). One
+critic by default (the DMC configs); ``--simbav2.num-critics 2`` gives the clipped double-Q of the MuJoCo/Brax
+configs, choosing per sample the target distribution whose expected value is smaller. Order per update: actor ->
+temperature -> critic (target from the just-updated actor and alpha) -> Polyak (tau 0.005). Adam with the learning
+rate decayed linearly 1e-4 -> 5e-5 over ``lr_decay_updates`` (official: all updates of the run; 1M = the DMC
+protocol's 1M env steps at 1 update per env step), alpha_0 = 0.01, target entropy -0.5 |A|, gamma 0.99, batch 256.
 
 Observation normalisation and reward scaling by the discounted-return statistics are loop features
 (``--normalize-obs``, ``--scale-rewards``); ``AGENT.loop_defaults`` turns both on. For the DMC protocol (action
 repeat 2, 2 updates per agent step) use ``--config simbav2_dmc``. Deviations: 16 batched envs by default
-(official: 1); the final lr is 5e-5 (the commit that produced the published CSVs; the paper appendix says 3e-4
-and a later commit 1e-5, see ALGORITHMS.md §5.6), configurable as ``lr_final``.
+(official: 1); the final lr is 5e-5 (`configs/agent/simbaV2.yaml` of dojeon-ai/SimbaV2 14fafb2, the likely commit
+behind the published CSVs, and of DAVIAN-Robotics/SimbaV2 86899c2; the paper appendix reportedly says 3e-4, and
+issue DAVIAN-Robotics/SimbaV2#8 reports 1e-5 working), configurable as ``lr_final``.
 """
 from __future__ import annotations
 
@@ -31,10 +32,12 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
+from jaxrl.distributional import categorical_projection
 from jaxrl.hyperspherical import HyperCriticEnsemble, HyperTanhGaussianActor, project_hyper_kernels
+from jaxrl.losses import init_temperature, polyak_update, temperature_loss
 from jaxrl.networks import sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
-from jaxrl.updates import apply_updates, categorical_projection, init_temperature, polyak_update, temperature_loss
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -191,21 +194,20 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
     def update(state: State, batch: Batch, key, cfg: Config):
         actor_key, critic_key = jax.random.split(key)
         opt = optimizer(cfg)
-        grads, actor_info = jax.grad(actor_loss_fn, has_aux=True)(state.actor_params, state, batch, actor_key, cfg)
-        actor_params, actor_opt_state = apply_updates(state.actor_params, grads, state.actor_opt_state, opt)
-        log_prob = actor_info.pop("log_prob")
-        grads, alpha_info = jax.grad(alpha_loss_fn, has_aux=True)(state.log_alpha, state, log_prob, cfg)
-        log_alpha, alpha_opt_state = apply_updates(state.log_alpha, grads, state.alpha_opt_state, opt)
-        state = state.replace(actor_params=project_hyper_kernels(actor_params), actor_opt_state=actor_opt_state,
-                              log_alpha=log_alpha, alpha_opt_state=alpha_opt_state)
+        actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, opt, state, batch, actor_key,
+                              cfg)
+        log_prob = actor.aux.pop("log_prob")
+        alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, opt, state, log_prob, cfg)
+        state = state.replace(actor_params=project_hyper_kernels(actor.params), actor_opt_state=actor.opt_state,
+                              log_alpha=alpha.params, alpha_opt_state=alpha.opt_state)
 
-        grads, critic_info = jax.grad(critic_loss_fn, has_aux=True)(state.critic_params, state, batch, critic_key,
-                                                                    cfg)
-        critic_params, critic_opt_state = apply_updates(state.critic_params, grads, state.critic_opt_state, opt)
-        critic_params = project_hyper_kernels(critic_params)
-        state = state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state,
+        critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, opt, state, batch,
+                               critic_key, cfg)
+        critic_params = project_hyper_kernels(critic.params)
+        state = state.replace(critic_params=critic_params, critic_opt_state=critic.opt_state,
                               target_critic_params=polyak_update(critic_params, state.target_critic_params, cfg.tau))
-        return state, {**critic_info, **actor_info, **alpha_info}
+        return state, {**critic.aux, **actor.aux, **alpha.aux,
+                       **grad_norm_metrics(critic=critic, actor=actor, alpha=alpha)}
 
     return update
 

@@ -2,10 +2,10 @@
 
 Reads top to bottom: Config -> State -> losses -> init / act / update -> AGENT.
 
-Defaults follow the current official code (sfujim/TD3 `main.py`/`TD3.py`, ALGORITHMS.md §2): 2x256 ReLU
-MLPs, Adam 3e-4, batch 256, gamma 0.99, tau 0.005, target policy smoothing sigma 0.2 clipped at 0.5, the actor
-and all targets updated every 2nd critic update, Gaussian exploration noise 0.1. Actions live in [-1, 1], so
-the official scaling of every noise by max_action is the identity here. Deviations:
+Defaults follow the current official code (sfujim/TD3 `main.py`/`TD3.py`): 2x256 ReLU MLPs, Adam 3e-4, batch
+256, gamma 0.99, tau 0.005, target policy smoothing sigma 0.2 clipped at 0.5, the actor and all targets updated
+every 2nd critic update, Gaussian exploration noise 0.1. Actions live in [-1, 1], so the official scaling of every
+noise by max_action (`main.py`) is the identity here. Deviations:
   * weights use lecun_uniform with zero biases (Brax) rather than PyTorch's default init;
   * data comes from batched envs (default 16) with one update per transition, not one env;
   * the official 25k random warm-up steps are the loop's ``--learning-starts`` (default 5000): pass 25000.
@@ -22,9 +22,10 @@ import optax
 
 from jaxrl import checks
 from jaxrl.agent import Agent
+from jaxrl.losses import polyak_update, td_target
 from jaxrl.networks import MLP, CriticEnsemble
+from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
-from jaxrl.updates import apply_updates, polyak_update, td_target
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -71,7 +72,8 @@ class State:
     actor_opt_state: Any
     critic_opt_state: Any
     num_updates: jax.Array  # critic updates so far: the actor moves when it is a multiple of policy_delay
-    last_actor_loss: jax.Array  # reported on the updates that skip the actor
+    last_actor_metrics: dict[str, jax.Array]  # the last actor step's (DELAYED_METRICS), reported on the updates
+    # that skip the actor
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
 
@@ -129,7 +131,8 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     return State(actor_params=actor_params, target_actor_params=actor_params, critic_params=critic_params,
                  target_critic_params=critic_params, actor_opt_state=actor_opt.init(actor_params),
                  critic_opt_state=critic_opt.init(critic_params), num_updates=jnp.zeros((), jnp.int32),
-                 last_actor_loss=jnp.zeros((), jnp.float32), actor=actor, critic=critic)
+                 last_actor_metrics=dict.fromkeys(DELAYED_METRICS, jnp.zeros((), jnp.float32)), actor=actor,
+                 critic=critic)
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
@@ -139,30 +142,33 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
     return jnp.clip(action + cfg.exploration_noise * jax.random.normal(key, action.shape), -1.0, 1.0), carry
 
 
+# What the delayed actor step reports; the updates in between repeat its last values.
+DELAYED_METRICS = ("actor_loss", "grad_norm/actor")
+
+
 def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss):
     """An ``update`` optimising the given losses; the actor and the targets move every policy_delay-th call."""
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
         actor_opt, critic_opt = optimizers(cfg)
-        grads, info = jax.grad(critic_loss_fn, has_aux=True)(state.critic_params, state, batch, critic_key, cfg)
-        critic_params, critic_opt_state = apply_updates(state.critic_params, grads, state.critic_opt_state, critic_opt)
-        state = state.replace(critic_params=critic_params, critic_opt_state=critic_opt_state,
+        critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
+                               critic_key, cfg)
+        state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state,
                               num_updates=state.num_updates + 1)
 
         def delayed(state):
-            grads, actor_info = jax.grad(actor_loss_fn, has_aux=True)(state.actor_params, state, batch, actor_key, cfg)
-            actor_params, actor_opt_state = apply_updates(state.actor_params, grads, state.actor_opt_state, actor_opt)
-            state = state.replace(
-                actor_params=actor_params, actor_opt_state=actor_opt_state,
-                target_actor_params=polyak_update(actor_params, state.target_actor_params, cfg.tau),
+            actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
+                                  actor_key, cfg)
+            return state.replace(
+                actor_params=actor.params, actor_opt_state=actor.opt_state,
+                target_actor_params=polyak_update(actor.params, state.target_actor_params, cfg.tau),
                 target_critic_params=polyak_update(state.critic_params, state.target_critic_params, cfg.tau),
-                last_actor_loss=actor_info["actor_loss"])
-            return state
+                last_actor_metrics={"actor_loss": actor.aux["actor_loss"], **grad_norm_metrics(actor=actor)})
 
         # The official code updates on iterations where total_it % policy_freq == 0 (total_it counted from 1).
         state = jax.lax.cond(state.num_updates % cfg.policy_delay == 0, delayed, lambda s: s, state)
-        return state, {**info, "actor_loss": state.last_actor_loss}
+        return state, {**critic.aux, **grad_norm_metrics(critic=critic), **state.last_actor_metrics}
 
     return update
 

@@ -2,15 +2,16 @@
 
 Reads top to bottom: Config -> networks -> State -> losses -> planning (act) -> init / update -> AGENT.
 
-Follows the official code (nicklashansen/tdmpc2, ALGORITHMS.md §6) at model size 5 (~5M parameters):
-encoder (obs -> 256 -> 512, SimNorm groups of 8), latent dynamics, reward head and an ensemble of 5 Q-heads
-(dropout 0.01 after the first layer) regressing two-hot targets on 101 symlog bins, and a tanh-Gaussian
-policy prior (log std in [-10, 2]); every hidden layer is Linear -> LayerNorm -> Mish, weights trunc-normal
-(std 0.02), reward and Q output layers zero. One update: 256 sub-trajectories of H + 1 = 4 observations that
-never cross an episode end (the engine's window sampling); world-model loss 20 consistency + 0.1 reward
-+ 0.1 value with rho = 0.5 temporal weights, TD targets from the min of 2 random target Q-heads at the policy's
-action, global grad-norm clip 20, encoder lr x 0.3; then the policy prior on the detached rollout latents with
-Q scaled by the running 5-95 percentile range S; target Q Polyak tau 0.01.
+Follows the official code (nicklashansen/tdmpc2 `tdmpc2/tdmpc2.py`, `tdmpc2/common/world_model.py`,
+`tdmpc2/config.yaml`) at model size 5 (~5M parameters): encoder (obs -> 256 -> 512, SimNorm groups of 8), latent
+dynamics, reward head and an ensemble of 5 Q-heads (dropout 0.01 after the first layer) regressing two-hot targets
+on 101 symlog bins, and a tanh-Gaussian policy prior (log std in [-10, 2]); every hidden layer is Linear ->
+LayerNorm -> Mish, weights N(0, 0.02^2) (the official trunc_normal_(std=0.02) cuts only at +-2), reward and Q output
+layers zero; 6 MPPI iterations per decision, 8 when |A| >= 20. One update: 256 sub-trajectories of H + 1 = 4
+observations that never cross an episode end (the engine's window sampling); world-model loss 20 consistency + 0.1
+reward + 0.1 value with rho = 0.5 temporal weights, TD targets from the min of 2 random target Q-heads at the
+policy's action, global grad-norm clip 20, encoder lr x 0.3; then the policy prior on the detached rollout latents
+with Q scaled by the running 5-95 percentile range S; target Q Polyak tau 0.01.
 
 Acting is MPPI (``jaxrl/planning.py``) for all envs at once inside the compiled loop: the per-env warm-start
 means are the agent's ``carry`` (zeroed by the loop at episode starts). Loop defaults: 5,000 random seed steps
@@ -36,11 +37,12 @@ import optax
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent
+from jaxrl.losses import polyak_update
 from jaxrl.networks import simnorm, tanh_log_det_jacobian
+from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.planning import PlannerConfig, plan, shift_mean
 from jaxrl.regression import bins, soft_cross_entropy, two_hot, two_hot_inverse
 from jaxrl.types import EnvSpec, WindowBatch
-from jaxrl.updates import apply_updates, polyak_update
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -98,7 +100,9 @@ class Config:
 
 # -------------------------------------------------------------------------------------------- networks
 
-TRUNC_NORMAL = nn.initializers.truncated_normal(0.02)
+# The official nn.init.trunc_normal_(w, std=0.02) keeps its default cut-offs at +-2 (absolute, 100 std): in effect an
+# untruncated N(0, 0.02^2). Flax's truncated_normal(0.02) would cut at 2 std (effective std ~0.0176).
+TRUNC_NORMAL = nn.initializers.normal(0.02)
 
 
 class NormedLinear(nn.Module):
@@ -202,7 +206,8 @@ class State:
 
 
 def sample_policy(policy, params, z, key):
-    """(action, scaled log-prob, log-prob) with the paper-era scaled entropy (ALGORITHMS.md §6.2):
+    """(action, scaled log-prob) with the paper-era scaled entropy (nicklashansen/tdmpc2 b67b21c
+    `tdmpc2/common/world_model.py` ``pi``; the current code forms it differently since 804f9b3):
     log pi_scaled = |A| sum_i log N(u_i; mu_i, sigma_i) - sum_i log(1 - tanh(u_i)^2)."""
     mean, log_std = policy.apply(params, z)
     eps = jax.random.normal(key, mean.shape)
@@ -238,7 +243,8 @@ def td_targets(state: State, batch: WindowBatch, key, cfg: Config):
 
 
 def world_model_loss(model_params, state: State, batch: WindowBatch, key, cfg: Config):
-    """20 L_consistency + 0.1 L_reward + 0.1 L_value on one batch of sub-trajectories (ALGORITHMS.md §6.2)."""
+    """20 L_consistency + 0.1 L_reward + 0.1 L_value on one batch of sub-trajectories (nicklashansen/tdmpc2
+    `tdmpc2/tdmpc2.py` ``_update``)."""
     target_key, dropout_key = jax.random.split(key)
     y, next_z = td_targets(state, batch, target_key, cfg)
     next_z = jax.lax.stop_gradient(next_z)
@@ -289,9 +295,12 @@ def policy_loss(policy_params, state: State, latents, key, cfg: Config):
 # ---------------------------------------------------------------------------------------- planning (act)
 
 
-def planner_config(cfg: Config) -> PlannerConfig:
+def planner_config(cfg: Config, action_size: int) -> PlannerConfig:
+    """The planner's settings; like the official code (``tdmpc2/tdmpc2.py``), 2 more MPPI iterations when
+    |A| >= 20."""
+    iterations = cfg.iterations + (2 if action_size >= 20 else 0)
     return PlannerConfig(horizon=cfg.horizon, num_samples=cfg.num_samples, num_elites=cfg.num_elites,
-                         num_pi_trajs=cfg.num_pi_trajs, iterations=cfg.iterations, temperature=cfg.temperature,
+                         num_pi_trajs=cfg.num_pi_trajs, iterations=iterations, temperature=cfg.temperature,
                          min_std=cfg.min_std, max_std=cfg.max_std, gamma=cfg.gamma)
 
 
@@ -316,7 +325,7 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
 
     z = model.apply(params, obs, method="encode")
     decide = lambda z, mean, key: plan(z, shift_mean(mean), key, dynamics, reward, value, policy,  # noqa: E731
-                                       planner_config(cfg), deterministic)
+                                       planner_config(cfg, carry.shape[-1]), deterministic)
     return jax.vmap(decide)(z, carry, jax.random.split(key, obs.shape[0]))
 
 
@@ -381,18 +390,16 @@ def make_update(world_model_loss_fn=world_model_loss, policy_loss_fn=policy_loss
     def update(state: State, batch: WindowBatch, key, cfg: Config):
         model_key, policy_key = jax.random.split(key)
         model_opt, policy_opt = optimizers(cfg)
-        grads, (info, latents) = jax.grad(world_model_loss_fn, has_aux=True)(state.model_params, state, batch,
-                                                                             model_key, cfg)
-        model_params, model_opt_state = apply_updates(state.model_params, grads, state.model_opt_state, model_opt)
-        state = state.replace(model_params=model_params, model_opt_state=model_opt_state)
-        grads, policy_info = jax.grad(policy_loss_fn, has_aux=True)(state.policy_params, state, latents,
-                                                                    policy_key, cfg)
-        policy_params, policy_opt_state = apply_updates(state.policy_params, grads, state.policy_opt_state,
-                                                        policy_opt)
+        model = gradient_step(world_model_loss_fn, state.model_params, state.model_opt_state, model_opt, state,
+                              batch, model_key, cfg)
+        info, latents = model.aux
+        state = state.replace(model_params=model.params, model_opt_state=model.opt_state)
+        policy = gradient_step(policy_loss_fn, state.policy_params, state.policy_opt_state, policy_opt, state,
+                               latents, policy_key, cfg)
         state = state.replace(
-            policy_params=policy_params, policy_opt_state=policy_opt_state, q_scale=policy_info["q_scale"],
-            target_q_params=polyak_update(model_params["params"]["q_nets"], state.target_q_params, cfg.tau))
-        return state, {**info, **policy_info}
+            policy_params=policy.params, policy_opt_state=policy.opt_state, q_scale=policy.aux["q_scale"],
+            target_q_params=polyak_update(model.params["params"]["q_nets"], state.target_q_params, cfg.tau))
+        return state, {**info, **policy.aux, **grad_norm_metrics(model=model, policy=policy)}
 
     return update
 

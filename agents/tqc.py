@@ -2,11 +2,12 @@
 
 Reads top to bottom: Config -> State -> losses -> init / act / update -> AGENT.
 
-Defaults follow the official code (SamsungLabs/tqc_pytorch, ALGORITHMS.md §4): N = 5 critics of [512, 512, 512]
-with M = 25 quantiles each, actor [256, 256] with log std clipped to [-20, 2], lr 3e-4, batch 256, gamma 0.99,
-tau 0.005, d = 2 top atoms dropped per critic (a per-env knob: HalfCheetah 0, Hopper 5), temperature loss
--log alpha * sg(log pi - |A|) with log alpha_0 = 0. Order: critic step -> Polyak -> actor step -> alpha step,
-the actor and alpha losses evaluated with the pre-update critics, all on one minibatch. Deviations:
+Defaults follow the official code (SamsungLabs/tqc_pytorch `main.py`, `tqc/trainer.py`, `tqc/structures.py`):
+N = 5 critics of [512, 512, 512] with M = 25 quantiles each, actor [256, 256] with log std clipped to [-20, 2],
+lr 3e-4, batch 256, gamma 0.99, tau 0.005, d = 2 top atoms dropped per critic (a per-env knob: HalfCheetah 0,
+Hopper 5), temperature loss -log alpha * sg(log pi - |A|) with log alpha_0 = 0. Order: critic step -> Polyak ->
+actor step -> alpha step, the actor and alpha losses evaluated with the pre-update critics, all on one minibatch.
+Deviations:
   * lecun_uniform init with zero biases (Brax) rather than PyTorch's default;
   * batched envs and the loop's random warm-up (the official code acts with the policy from step 0 and
     trains from t >= 256: pass ``--learning-starts 256``).
@@ -23,10 +24,10 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
+from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, quantile_huber_loss, td_target
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
-from jaxrl.updates import (apply_updates, init_temperature, log_temperature_loss, polyak_update,
-                           quantile_huber_loss, td_target)
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -159,19 +160,18 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
         critic_key, actor_key = jax.random.split(key)
         actor_opt, critic_opt, alpha_opt = optimizers(cfg)
         # Actor and alpha losses use the pre-update critics (tqc_pytorch): compute their gradients first.
-        actor_grads, actor_info = jax.grad(actor_loss_fn, has_aux=True)(state.actor_params, state, batch,
-                                                                        actor_key, cfg)
-        log_prob = actor_info.pop("log_prob")
-        alpha_grads, alpha_info = jax.grad(alpha_loss_fn, has_aux=True)(state.log_alpha, state, log_prob, cfg)
-        grads, critic_info = jax.grad(critic_loss_fn, has_aux=True)(state.critic_params, state, batch, critic_key, cfg)
-        critic_params, critic_opt_state = apply_updates(state.critic_params, grads, state.critic_opt_state, critic_opt)
-        actor_params, actor_opt_state = apply_updates(state.actor_params, actor_grads, state.actor_opt_state, actor_opt)
-        log_alpha, alpha_opt_state = apply_updates(state.log_alpha, alpha_grads, state.alpha_opt_state, alpha_opt)
+        actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
+                              actor_key, cfg)
+        log_prob = actor.aux.pop("log_prob")
+        alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, state, log_prob, cfg)
+        critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
+                               critic_key, cfg)
         state = state.replace(
-            critic_params=critic_params, critic_opt_state=critic_opt_state, actor_params=actor_params,
-            actor_opt_state=actor_opt_state, log_alpha=log_alpha, alpha_opt_state=alpha_opt_state,
-            target_critic_params=polyak_update(critic_params, state.target_critic_params, cfg.tau))
-        return state, {**critic_info, **actor_info, **alpha_info}
+            critic_params=critic.params, critic_opt_state=critic.opt_state, actor_params=actor.params,
+            actor_opt_state=actor.opt_state, log_alpha=alpha.params, alpha_opt_state=alpha.opt_state,
+            target_critic_params=polyak_update(critic.params, state.target_critic_params, cfg.tau))
+        return state, {**critic.aux, **actor.aux, **alpha.aux,
+                       **grad_norm_metrics(critic=critic, actor=actor, alpha=alpha)}
 
     return update
 

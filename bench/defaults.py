@@ -134,7 +134,8 @@ def run_brax_sac(task: str, steps: int, num_envs: int, seeds: int) -> dict:
             min_replay_size=warmup, max_replay_size=1_000_000, grad_updates_per_step=num_envs,
             deterministic_eval=True, network_factory=functools.partial(sac_networks.make_sac_networks,
                                                                        hidden_layer_sizes=(256, 256)),
-            progress_fn=lambda step, metrics: curve.append(float(metrics["eval/episode_reward"])), **kwargs)
+            progress_fn=lambda step, metrics, curve=curve: curve.append(float(metrics["eval/episode_reward"])),
+            **kwargs)
         per_seed.append(curve[1:])  # curve[0] is the untrained policy
     return {**summarise("brax_sac", task, per_seed), "steps": steps, "num_envs": num_envs,
             "wall_s": round(time.perf_counter() - t0, 1)}

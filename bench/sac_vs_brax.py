@@ -5,8 +5,9 @@
     python bench/sac_vs_brax.py --time-to-score 800              # wall time to an eval return, compile included
 
 Prints one JSON line per (env, num_envs): steady-state training env steps/s of each (compile and
-evaluation excluded, as Brax's training/sps), compile seconds, the ratio; for ours also the loop overhead (a training chunk against the same env steps alone plus
-the same updates alone) and the update's achieved GFLOP/s next to a dense matmul measured in the same run.
+evaluation excluded, as Brax's training/sps), compile seconds, the ratio; for ours also the loop overhead (a
+training chunk against the same env steps alone plus the same updates alone) and the update's achieved GFLOP/s
+next to a dense matmul measured in the same run.
 Settings on both sides: batch 256, 2x256 ReLU networks, 1 gradient update per env step, gamma 0.99, lr 3e-4.
 """
 from __future__ import annotations
@@ -21,15 +22,13 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
 
-import envs  # noqa: E402
-from agents import get_agent  # noqa: E402
-from jaxrl import buffer as buffer_lib  # noqa: E402
-from jaxrl.evaluate import evaluate  # noqa: E402
-from jaxrl.loop import LoopConfig, make_train  # noqa: E402
+import envs
+from agents import get_agent
+from jaxrl import buffer as buffer_lib
+from jaxrl.evaluate import evaluate
+from jaxrl.loop import LoopConfig, make_train
 
 BATCH, HIDDEN = 256, (256, 256)
 

@@ -29,13 +29,13 @@ if "--cpu-devices" in sys.argv:  # must be set before JAX starts
     count = sys.argv[sys.argv.index("--cpu-devices") + 1]
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + f" --xla_force_host_platform_device_count={count}")
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
-import envs  # noqa: E402
-from agents import get_agent  # noqa: E402
-from jaxrl import sharding  # noqa: E402
-from jaxrl.loop import default_loop_config, make_train  # noqa: E402
+import envs
+from agents import get_agent
+from jaxrl import sharding
+from jaxrl.loop import default_loop_config, make_train
 
 
 def compiled(trainer, cfg, num_members, mesh=None):

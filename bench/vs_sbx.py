@@ -22,9 +22,8 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import jax  # noqa: E402
-
-from sac_vs_brax import ours  # noqa: E402
+import jax
+from sac_vs_brax import ours
 
 ENVS = {"pendulum": ("toy/Pendulum", "Pendulum-v1"), "halfcheetah": ("brax/halfcheetah", "HalfCheetah-v5")}
 

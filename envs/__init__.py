@@ -1,5 +1,6 @@
 """Environment construction: ``envs.make(name, num_envs, ...)`` and the names it knows (``envs.list_envs()``)."""
-from envs.registry import SUITE_LOOP_DEFAULTS, RawEnv, list_envs, make, make_raw, suite_loop_defaults
+from envs.raw import RawEnv
+from envs.registry import SUITE_LOOP_DEFAULTS, list_envs, make, make_raw, suite_loop_defaults
 from envs.wrappers import EnvState, Step, VecEnv
 
 __all__ = ["SUITE_LOOP_DEFAULTS", "EnvState", "RawEnv", "Step", "VecEnv", "list_envs", "make", "make_raw",

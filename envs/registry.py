@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import dataclasses
 import warnings
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import jax.numpy as jnp
 
+from envs.raw import RawEnv
+from envs.toy import TOY_ENVS
+from envs.wrappers import VecEnv
 from jaxrl import ConfigError
 
 PREFIXES = ("brax/", "dmc/", "toy/")
@@ -43,23 +47,6 @@ def suite_loop_defaults(name: str) -> dict[str, Any]:
     return dict(SUITE_LOOP_DEFAULTS.get(suite, {}))
 
 
-@dataclasses.dataclass(frozen=True)
-class RawEnv:
-    """One unbatched environment with the interface every backend is adapted to.
-
-    ``reset(key) -> (state, obs)``; ``step(state, action) -> (state, obs, reward, terminated)``.
-    ``episode_length`` is the time limit in simulator steps (the wrappers turn it into truncation).
-    """
-
-    name: str
-    obs_size: int
-    action_size: int
-    episode_length: int
-    can_terminate: bool
-    reset: Callable[[Any], tuple[Any, Any]]
-    step: Callable[[Any, Any], tuple[Any, Any, Any, Any]]
-
-
 def _brax_names() -> list[str]:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -74,8 +61,6 @@ def _dmc_names() -> list[str]:
 
 
 def list_envs() -> list[str]:
-    from envs.toy import TOY_ENVS
-
     return ([f"brax/{n}" for n in _brax_names()] + [f"dmc/{n}" for n in _dmc_names()]
             + [f"toy/{n}" for n in TOY_ENVS])
 
@@ -108,8 +93,6 @@ def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: s
                           "(run `jaxrl envs` to list all)")
     prefix, _, task = name.partition("/")
     if prefix == "toy":
-        from envs.toy import TOY_ENVS
-
         if task not in TOY_ENVS:
             raise _unknown(name, [f"toy/{n}" for n in TOY_ENVS])
         raw = TOY_ENVS[task]()
@@ -150,8 +133,6 @@ def make(name: str, num_envs: int, *, action_repeat: int = 1, episode_length: in
 
     ``episode_length`` (env steps, counting action repeats) overrides the task's own time limit.
     """
-    from envs.wrappers import VecEnv
-
     if num_envs <= 0:
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs}")
     if action_repeat <= 0:

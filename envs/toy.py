@@ -9,7 +9,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from envs.registry import RawEnv
+from envs.raw import RawEnv
 
 
 def pendulum() -> RawEnv:

@@ -12,7 +12,7 @@ import flax.struct
 import jax
 import jax.numpy as jnp
 
-from envs.registry import RawEnv
+from envs.raw import RawEnv
 from jaxrl.types import EnvSpec
 
 

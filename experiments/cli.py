@@ -35,7 +35,8 @@ def _error(message: str, code: int = 2) -> int:
 def _failure(e: Exception, resume_hint: str = "") -> int:
     """The exit code and one line of a run that did not finish: 2 bad input, 3 non-finite loss, 4 a write failed,
     128 + N stopped by signal N (after its checkpoint)."""
-    from experiments.train import Interrupted, NonFiniteError, WriteError
+    from experiments.train import Interrupted, NonFiniteError
+    from jaxrl.files import WriteError
 
     if isinstance(e, Interrupted):
         print(f"jaxrl: {e}{resume_hint}", file=sys.stderr, flush=True)
@@ -50,13 +51,11 @@ def _suite_defaults_text() -> str:
                      for suite, values in SUITE_LOOP_DEFAULTS.items())
 
 
-def _train(argv: list[str]) -> int:
-    import tyro
-
+def _resolve_train(argv: list[str]):
+    """(the pre-parsed --agent/--resume/--config, the remaining flags, the resolved base configs) of
+    ``jaxrl train``; ConfigError for a bad combination."""
     from experiments import rundir
-    from experiments.train import Interrupted, NonFiniteError, RunConfig, WriteError, train
     from jaxrl import ConfigError
-    from jaxrl.loop import LoopConfig
 
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--agent", default=None)
@@ -67,20 +66,24 @@ def _train(argv: list[str]) -> int:
     env_flag = argparse.ArgumentParser(prog="jaxrl train", add_help=False)
     env_flag.add_argument("--env", default=None)
     env = env_flag.parse_known_args(rest)[0].env
-    try:
-        if known.resume and known.config:
-            raise ConfigError("--config cannot be combined with --resume (a resumed run keeps its own config)")
-        saved = rundir.load_saved(known.resume) if known.resume else None
-        base = rundir.resolve(known.agent, known.config, saved, known.resume, env=env)
-    except ConfigError as e:
-        return _error(str(e))
+    if known.resume and known.config:
+        raise ConfigError("--config cannot be combined with --resume (a resumed run keeps its own config)")
+    saved = rundir.load_saved(known.resume) if known.resume else None
+    return known, rest, rundir.resolve(known.agent, known.config, saved, known.resume, env=env)
 
-    agent = base.agent
-    name = agent.name
+
+def _train_flags(base, rest: list[str]):
+    """(run, loop, agent config): the base configs with the command-line flags applied (tyro; --help here)."""
+    import tyro
+
+    from experiments.rundir import RunConfig
+    from jaxrl.loop import LoopConfig
+
+    name = base.agent.name
     Args = dataclasses.make_dataclass("TrainArgs", [
         ("run", Annotated[RunConfig, tyro.conf.OmitArgPrefixes]),
         ("loop", Annotated[LoopConfig, tyro.conf.OmitArgPrefixes]),
-        (name, Annotated[agent.Config, tyro.conf.arg(name=name)]),
+        (name, Annotated[base.agent.Config, tyro.conf.arg(name=name)]),
     ])
     args = tyro.cli(Args, args=rest, default=Args(base.run, base.loop, base.agent_cfg), prog="jaxrl train",
                     description=f"Train {name}. Agent flags: --{name.replace('_', '-')}.*; --agent NAME picks another "
@@ -90,7 +93,21 @@ def _train(argv: list[str]) -> int:
                                 "128+N stopped by signal N after a checkpoint. Without --config, a suite's loop "
                                 f"defaults apply under the agent's and the flags: {_suite_defaults_text()}; the "
                                 "defaults shown are those of --env's suite.")
-    run, loop, agent_cfg = args.run, args.loop, getattr(args, name)
+    return args.run, args.loop, getattr(args, name)
+
+
+def _train(argv: list[str]) -> int:
+    from experiments import rundir
+    from experiments.train import Interrupted, NonFiniteError, train
+    from jaxrl import ConfigError
+    from jaxrl.files import WriteError
+
+    try:
+        known, rest, base = _resolve_train(argv)
+    except ConfigError as e:
+        return _error(str(e))
+    agent, name = base.agent, base.agent.name
+    run, loop, agent_cfg = _train_flags(base, rest)
     created = None
     try:
         if known.resume and os.path.abspath(run.run_dir) != os.path.abspath(known.resume):
@@ -114,8 +131,9 @@ def _train(argv: list[str]) -> int:
 
 def _sweep(argv: list[str]) -> int:
     from experiments import launch, sweep
-    from experiments.train import Interrupted, NonFiniteError, WriteError
+    from experiments.train import Interrupted, NonFiniteError
     from jaxrl import ConfigError
+    from jaxrl.files import WriteError
 
     parser = argparse.ArgumentParser(prog="jaxrl sweep", description=sweep.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -60,7 +60,8 @@ def take_member(state, k: int):
 def export_member(run_dir: str, member: int, out_dir: str) -> str:
     from experiments import rundir
     from jaxrl import checkpoint
-    from jaxrl.logging import read_rows, write_json, write_text_atomic
+    from jaxrl.files import write_json, write_text_atomic
+    from jaxrl.logging import member_row, read_rows
 
     saved = rundir.load_saved(run_dir)
     listed = members_of(saved)
@@ -81,14 +82,8 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
         "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step}})
     checkpoint.save(checkpoint.manager(os.path.join(out_dir, "checkpoints"), run.keep_checkpoints), step,
                     take_member(state, member))
-    label = "member" if saved.get("members") else "seed"
-    rows = []
-    for row in read_rows(os.path.join(run_dir, "metrics.jsonl")):
-        if row["env_steps"] > step:
-            continue
-        own = {n: v for n, v in row.items() if f"/{label}" not in n}
-        own.update({n[: -len(f"/{label}{member}")]: v for n, v in row.items() if n.endswith(f"/{label}{member}")})
-        rows.append(own)
+    rows = [member_row(row, member) for row in read_rows(os.path.join(run_dir, "metrics.jsonl"))
+            if row["env_steps"] <= step]
     write_text_atomic(os.path.join(out_dir, "metrics.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
     return out_dir
 

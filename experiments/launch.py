@@ -23,6 +23,7 @@ Options (``jaxrl sweep FILE --launcher slurm --launcher-option partition=gpu --l
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from jaxrl import ConfigError
@@ -30,17 +31,23 @@ from jaxrl import ConfigError
 LAUNCHERS = ("local", "slurm", "ray")
 
 
+# What a launcher runs: ``work(out_dir, member_ids, quiet=...)`` trains one program (``sweep.run_program``). It is
+# a module-level function, so submitit and Ray pickle it by name.
+Work = Callable[..., list[str]]
+
+
 class ProgramJob:
-    """One sweep program as a job: ``ProgramJob()(out_dir, member_ids)`` runs ``sweep.run_program``.
+    """One sweep program as a job: ``ProgramJob(work)(out_dir, member_ids)`` runs ``work`` on it.
 
     Checkpointable for submitit: on preemption or a time-out submitit calls ``checkpoint`` with the job's
     arguments and requeues what it returns, the same call. The training state itself is in the program's
     checkpoint (written by ``train`` before it hands the signal on), so the requeued call resumes from it."""
 
-    def __call__(self, out_dir: str, member_ids: list[str], quiet: bool = True) -> list[str]:
-        from experiments.sweep import run_program
+    def __init__(self, work: Work):
+        self.work = work
 
-        return run_program(out_dir, list(member_ids), quiet=quiet)
+    def __call__(self, out_dir: str, member_ids: list[str], quiet: bool = True) -> list[str]:
+        return self.work(out_dir, list(member_ids), quiet=quiet)
 
     def checkpoint(self, *args: Any, **kwargs: Any):
         from submitit.helpers import DelayedSubmission
@@ -48,8 +55,8 @@ class ProgramJob:
         return DelayedSubmission(self, *args, **kwargs)
 
 
-def _run_program(out_dir: str, member_ids: list[str]) -> list[str]:
-    return ProgramJob()(out_dir, member_ids)
+def _run_job(job: ProgramJob, out_dir: str, member_ids: list[str]) -> list[str]:
+    return job(out_dir, member_ids)
 
 
 def parse_options(items: list[str]) -> dict[str, Any]:
@@ -69,24 +76,24 @@ def parse_options(items: list[str]) -> dict[str, Any]:
     return options
 
 
-def launch(launcher: str, out_dir: str, programs: list[list[str]], options: dict[str, Any],
+def launch(work: Work, launcher: str, out_dir: str, programs: list[list[str]], options: dict[str, Any],
            quiet: bool = False) -> None:
-    """Run each program (a list of member ids planned into ``out_dir/plan.json``) with ``launcher``."""
+    """Run ``work`` on each program (a list of member ids planned into ``out_dir/plan.json``) with ``launcher``."""
     if launcher not in LAUNCHERS:
         raise ConfigError(f"launcher {launcher!r} is not one of: {', '.join(LAUNCHERS)}")
     if not programs:
         return
     if launcher == "local":
         for member_ids in programs:
-            ProgramJob()(out_dir, member_ids, quiet=quiet)
+            ProgramJob(work)(out_dir, member_ids, quiet=quiet)
     elif launcher == "slurm":
-        for job in submit_slurm(out_dir, programs, dict(options)):
+        for job in submit_slurm(work, out_dir, programs, dict(options)):
             job.result()  # re-raises a job's exception here, with its log path
     else:
-        _ray(out_dir, programs, dict(options))
+        _ray(work, out_dir, programs, dict(options))
 
 
-def submit_slurm(out_dir: str, programs: list[list[str]], options: dict[str, Any]) -> list:
+def submit_slurm(work: Work, out_dir: str, programs: list[list[str]], options: dict[str, Any]) -> list:
     """Submit one job per program (an array job on SLURM); returns submitit's job objects."""
     try:
         import submitit
@@ -96,10 +103,10 @@ def submit_slurm(out_dir: str, programs: list[list[str]], options: dict[str, Any
     cluster = options.pop("cluster", None)
     executor = submitit.AutoExecutor(folder=os.path.join(out_dir, "slurm", "%j"), cluster=cluster)
     executor.update_parameters(**{"timeout_min": 24 * 60, "name": "jaxrl-sweep", **options})
-    return executor.map_array(ProgramJob(), [out_dir] * len(programs), programs)
+    return executor.map_array(ProgramJob(work), [out_dir] * len(programs), programs)
 
 
-def _ray(out_dir: str, programs: list[list[str]], options: dict[str, Any]) -> None:
+def _ray(work: Work, out_dir: str, programs: list[list[str]], options: dict[str, Any]) -> None:
     try:
         import ray
     except ImportError:
@@ -113,8 +120,8 @@ def _ray(out_dir: str, programs: list[list[str]], options: dict[str, Any]) -> No
                  runtime_env={"env_vars": {"PYTHONPATH": root}})
     try:
         remote = ray.remote(num_cpus=options.pop("num_cpus", 1), num_gpus=options.pop("num_gpus", 0),
-                            max_retries=0)(_run_program)
-        ray.get([remote.remote(out_dir, member_ids) for member_ids in programs])
+                            max_retries=0)(_run_job)
+        ray.get([remote.remote(ProgramJob(work), out_dir, member_ids) for member_ids in programs])
     finally:
         if started:
             ray.shutdown()

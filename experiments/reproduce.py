@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from jaxrl import ConfigError
+from jaxrl.logging import member_values
 
 TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets", "dmc_published.csv")
 # dm_control task names whose MuJoCo Playground name is not the CamelCase of the dm_control one.
@@ -136,9 +137,7 @@ def curves(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
     with open(os.path.join(run_dir, "metrics.jsonl")) as f:
         rows = [json.loads(line) for line in f]
     rows = [r for r in rows if r.get("eval/return") is not None and math.isfinite(r["eval/return"])]
-    seed_cols = sorted((k for k in rows[0] if k.startswith("eval/return/seed")), key=lambda k: int(k[16:])) if rows \
-        else []
-    values = [[r[c] for c in seed_cols] if seed_cols else [r["eval/return"]] for r in rows]
+    values = [member_values(r, "eval/return") for r in rows]
     return np.array([r["env_steps"] for r in rows]), np.array(values, np.float64).reshape(len(rows), -1)
 
 

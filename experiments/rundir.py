@@ -31,7 +31,6 @@ import typing
 from typing import Any
 
 from jaxrl import ConfigError
-from jaxrl.logging import write_json  # noqa: F401 - atomic; the run's JSON files are written with it
 
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "metrics.csv", "checkpoints", "tensorboard",
              "learning_curve.png", "damaged_checkpoints")
@@ -40,6 +39,45 @@ SECTIONS = ("run", "loop", "agent_config")
 # Fields of a saved run that its checkpoint fixes: they shape the saved state or the program that produced it.
 RUN_FIXED = ("env", "seed", "seeds", "brax_backend", "playground_impl")
 LOOP_CHANGEABLE = ("steps",)
+
+
+DEFAULT_ENV = "dmc/CartpoleSwingup"
+
+
+@dataclasses.dataclass(frozen=True)
+class RunConfig:
+    """What to run and where its outputs go."""
+
+    env: str = DEFAULT_ENV
+    """env name: brax/<env>, dmc/<Task> or toy/<Name> (`jaxrl envs` lists them)"""
+    seed: int = 0
+    """seed of the first run; seed k of a --seeds K run equals a single run with seed + k"""
+    seeds: int = 1
+    """independent seeds trained together as one vmapped program"""
+    run_dir: str | None = None
+    """output directory (default runs/<agent>-<env>-<time>-<random>); never one that already holds a run"""
+    overwrite: bool = False
+    """replace the run that run_dir holds (its files are removed first); without it such a run_dir is refused"""
+    checkpoint_every: int = 0
+    """env steps between checkpoints (0: off); checkpoints are also written every checkpoint_minutes, at the end,
+    and when SIGTERM / SIGINT / SIGUSR2 stops the run"""
+    checkpoint_minutes: float = 10.0
+    """wall-clock minutes between checkpoints, checked at chunk boundaries (0: off): a killed run loses at most
+    this plus one chunk"""
+    keep_checkpoints: int = 3
+    """how many of the latest checkpoints to keep"""
+    deterministic: bool = False
+    """make XLA choose deterministic GPU kernels too (slower on GPU; CPU runs are already repeatable)"""
+    brax_backend: str = "generalized"
+    """physics pipeline of brax/ envs: generalized, positional, spring or mjx"""
+    playground_impl: str = "jax"
+    """MuJoCo implementation of dmc/ envs: jax (MJX) or warp"""
+    compilation_cache: str | None = "~/.cache/jaxrl/xla"
+    """persistent XLA compilation cache directory; None turns it off"""
+    shard_members: bool = True
+    """split the members (seeds x swept configs) over all devices with jax.sharding when there are several"""
+    distributed: bool = False
+    """call jax.distributed.initialize() first (multi-host: one process per host, e.g. under SLURM)"""
 
 
 def note(message: str) -> None:
@@ -90,7 +128,7 @@ def check_location(run_dir: str) -> None:
 
 def check_disk(run_dir: str, needed: int, what: str) -> None:
     """At least ``needed`` bytes free where the run writes (one checkpoint of its state), before compiling."""
-    from jaxrl.checkpoint import free_bytes
+    from jaxrl.files import free_bytes
 
     free = free_bytes(run_dir)
     if free < needed:
@@ -241,7 +279,6 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
     import envs
     from agents import get_agent
     from experiments import configs
-    from experiments.train import RunConfig
     from jaxrl.loop import LoopConfig, default_loop_config
 
     sections = {s: {} for s in SECTIONS}
@@ -327,6 +364,6 @@ def check_applicable(agent, spec, old_cfg, request: ResumeRequest) -> None:
     for field in request.agent_fields:
         _, new_value = request.changes[f"agent_config.{field}"]
         after = jax.tree.leaves(agent.init(key, spec, old_cfg.replace(**{field: new_value})))
-        if any(not np.array_equal(a, b) for a, b in zip(before, after)):
+        if any(not np.array_equal(a, b) for a, b in zip(before, after, strict=True)):
             raise ConfigError(f"--resume cannot change {field}: only the initialisation reads it, and the "
                               "checkpoint holds the state it produced; start a new run for that")

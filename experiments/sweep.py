@@ -57,9 +57,11 @@ import math
 import os
 import random as random_lib
 import sys
-import tomllib
 from typing import Any
 
+import tomllib
+
+from experiments import launch
 from jaxrl import ConfigError
 
 SECTIONS = ("run", "loop", "agent_config")
@@ -154,7 +156,7 @@ def _canonical(name: str) -> str:
 
 
 def _check_field(agent, name: str) -> None:
-    from experiments.train import RunConfig
+    from experiments.rundir import RunConfig
     from jaxrl.loop import LoopConfig
 
     section, field = _key(name)
@@ -193,7 +195,31 @@ def load(path: str) -> Sweep:
     """Parse and validate a sweep file (one-line ConfigError for anything wrong), and list its members."""
     from agents import get_agent
     from experiments import configs
+    from experiments.rundir import RunConfig
+    from jaxrl.loop import LoopConfig
 
+    data = _read_toml(path)
+    base = {s: {} for s in SECTIONS}
+    agent_name = data.get("agent")
+    if "config" in data:
+        named = configs.load(data["config"])
+        agent_name = agent_name or named["agent"]
+        base = {s: dict(named[s]) for s in SECTIONS}
+    for section in SECTIONS:
+        base[section].update(data.get(section, {}))
+    agent_spec = agent_name or "sac"
+    agent = get_agent(agent_spec)
+    envs, seeds = _envs_and_seeds(data, base)
+    points = _points(data, agent)
+    for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
+        configs.check_fields(cls, base[section], f"sweep file {path} [{section}]")
+    members = [_member(agent, agent_spec, base, i, env, seed, point)
+               for i, (env, point, seed) in enumerate(itertools.product(envs, points, seeds))]
+    swept = tuple(sorted({name for point in points for name in point}))
+    return Sweep(agent=agent, agent_spec=agent_spec, base=base, members=tuple(members), swept=swept)
+
+
+def _read_toml(path: str) -> dict[str, Any]:
     try:
         with open(path, "rb") as f:
             data = tomllib.load(f)
@@ -205,17 +231,11 @@ def load(path: str) -> Sweep:
     if unknown:
         raise ConfigError(f"sweep file {path}: unknown key(s) {', '.join(unknown)}; "
                           f"valid: {', '.join(sorted(TOP_KEYS))}")
-    base = {s: {} for s in SECTIONS}
-    agent_name = data.get("agent")
-    if "config" in data:
-        named = configs.load(data["config"])
-        agent_name = agent_name or named["agent"]
-        base = {s: dict(named[s]) for s in SECTIONS}
-    for section in SECTIONS:
-        base[section].update(data.get(section, {}))
-    agent_spec = agent_name or "sac"
-    agent = get_agent(agent_spec)
+    return data
 
+
+def _envs_and_seeds(data: dict[str, Any], base: dict[str, dict]) -> tuple[list[str], list[int]]:
+    """The sweep's envs and seeds (a count of seeds starts at the base run's seed)."""
     envs = data.get("envs", [base["run"].get("env", "dmc/CartpoleSwingup")])
     if isinstance(envs, str):
         envs = [envs]
@@ -228,7 +248,11 @@ def load(path: str) -> Sweep:
         raise ConfigError(f"seeds = {seeds!r}: need a positive count or a non-empty list of integers")
     if not (isinstance(envs, list) and envs and all(isinstance(e, str) for e in envs)):
         raise ConfigError(f"envs = {envs!r}: need a list of env names")
+    return envs, seeds
 
+
+def _points(data: dict[str, Any], agent) -> list[dict[str, Any]]:
+    """The swept values of every member: the [grid]'s product, times the [random] draws (seeded by sweep_seed)."""
     grid = {_canonical(name): values for name, values in data.get("grid", {}).items()}
     for name, values in grid.items():
         _check_field(agent, name)
@@ -241,25 +265,17 @@ def load(path: str) -> Sweep:
         raise ConfigError(f"[random] samples = {samples!r}: need a positive integer")
     for name in random_spec:
         _check_field(agent, name)
-    from experiments.train import RunConfig
-    from jaxrl.loop import LoopConfig
-
-    for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
-        configs.check_fields(cls, base[section], f"sweep file {path} [{section}]")
-
     rng = random_lib.Random(data.get("sweep_seed", 0))
     draws = [{name: _draw(rng, name, spec) for name, spec in random_spec.items()} for _ in range(samples)] or [{}]
-    points = [dict(zip(grid, combo), **draw) for combo in itertools.product(*grid.values()) for draw in draws]
-    members = [_member(agent, agent_spec, base, i, env, seed, point)
-               for i, (env, point, seed) in enumerate(itertools.product(envs, points, seeds))]
-    swept = tuple(sorted({name for point in points for name in point}))
-    return Sweep(agent=agent, agent_spec=agent_spec, base=base, members=tuple(members), swept=swept)
+    return [dict(zip(grid, combo, strict=True), **draw) for combo in itertools.product(*grid.values())
+            for draw in draws]
 
 
 def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, values: dict[str, Any]) -> Member:
     """A member with its configs resolved as ``train`` would (``learning_starts`` written as its number)."""
     from experiments import rundir
-    from experiments.train import config_to_dict, validate
+    from experiments.rundir import config_to_dict
+    from experiments.train import validate
     from jaxrl.loop import learning_starts
 
     sections = {s: dict(base[s]) for s in SECTIONS}
@@ -354,7 +370,7 @@ def describe(sweep: Sweep, out_dir: str) -> str:
 
 
 def _definition(sweep_agent: str, member: Member) -> dict[str, Any]:
-    from experiments.train import config_to_dict
+    from experiments.rundir import config_to_dict
 
     return {"agent": sweep_agent, "env": member.env, "seed": member.seed, "values": member.values,
             "run": config_to_dict(member.run), "loop": config_to_dict(member.loop),
@@ -376,7 +392,7 @@ def write_plan(sweep_file: str, sweep: Sweep, groups: list[Group], out_dir: str)
     """``OUT/plan.json``: the file's members in order (id, reused or not), the programs to run (member ids), and the
     definition of every member ever planned into ``OUT`` (merged: ids are hashes, so entries never conflict; a job
     queued by an earlier driver still finds its members)."""
-    from jaxrl.logging import write_json
+    from jaxrl.files import write_json
 
     path = os.path.join(out_dir, PLAN_FILE)
     definitions = {}
@@ -398,7 +414,7 @@ def write_plan(sweep_file: str, sweep: Sweep, groups: list[Group], out_dir: str)
 
 
 def _member_from_definition(agent, mid: str, d: dict[str, Any]) -> Member:
-    from experiments.train import RunConfig, config_from_dict
+    from experiments.rundir import RunConfig, config_from_dict
     from jaxrl.loop import LoopConfig
 
     member = Member(-1, d["env"], d["seed"], d["values"], mid, config_from_dict(RunConfig, d["run"]),
@@ -433,15 +449,12 @@ def run_program(out_dir: str, member_ids: list[str], quiet: bool = True) -> list
 def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> None:
     """Split the program's per-member metric columns into each member's own ``metrics.csv``, and write its
     ``config.json``; ``summary.json`` last (it marks the member finished)."""
-    from jaxrl.logging import read_rows, write_json, write_text_atomic
+    from jaxrl.files import write_json, write_text_atomic
+    from jaxrl.logging import member_row, read_rows
 
     history = read_rows(os.path.join(group.run.run_dir, "metrics.jsonl"))
     for k, member in enumerate(group.members):
-        suffix = f"/member{k}"
-        own = [{"env_steps": r["env_steps"], "updates": r["updates"],
-                **{name[: -len(suffix)]: v for name, v in r.items() if name.endswith(suffix)}} for r in history]
-        if len(group.members) == 1:  # a one-member program logs no per-member columns
-            own = [{n: v for n, v in r.items() if "/member" not in n} for r in history]
+        own = [member_row(r, k) for r in history]
         where = member_dir(out_dir, member.id)
         os.makedirs(where, exist_ok=True)
         config = {**definitions[member.id], "id": member.id, "group": group.name,
@@ -513,7 +526,7 @@ def collect(out_dir: str) -> list[dict[str, Any]]:
         print(f"jaxrl: {len(missing)} member(s) have no result yet (members {missing}); results.csv leaves them out",
               file=sys.stderr, flush=True)
     if rows:
-        from jaxrl.logging import write_text_atomic
+        from jaxrl.files import write_text_atomic
 
         write_text_atomic(os.path.join(out_dir, "results.csv"), _csv_text(rows))
     return rows
@@ -523,8 +536,6 @@ def run_sweep(sweep_file: str, out_dir: str, launcher: str = "local", launcher_o
               quiet: bool = False) -> list[dict[str, Any]]:
     """Plan (reusing finished members), write ``OUT/plan.json``, run the programs with ``launcher``, and write
     ``OUT/results.csv``; returns its rows."""
-    from experiments import launch
-
     sweep = load(sweep_file)
     groups = plan(sweep, out_dir)
     write_plan(sweep_file, sweep, groups, out_dir)
@@ -532,6 +543,6 @@ def run_sweep(sweep_file: str, out_dir: str, launcher: str = "local", launcher_o
         reused = len({m.id for m in sweep.members}) - sum(len(g.members) for g in groups)
         print(f"{len(sweep.members)} member(s), {reused} reused; {len(groups)} program(s) to run"
               + "".join(f"\n  {g.name} x{len(g.members)}" for g in groups), flush=True)
-    launch.launch(launcher, os.path.abspath(out_dir), [[m.id for m in g.members] for g in groups],
+    launch.launch(run_program, launcher, os.path.abspath(out_dir), [[m.id for m in g.members] for g in groups],
                   launcher_options or {}, quiet)
     return collect(out_dir)

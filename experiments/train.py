@@ -13,51 +13,12 @@ import signal
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 from experiments import rundir
-from experiments.rundir import config_from_dict, config_to_dict  # noqa: F401 - re-exported for callers
+from experiments.rundir import RunConfig, config_to_dict
 from jaxrl import ConfigError, checks
-from jaxrl.checkpoint import WriteError  # noqa: F401 - re-exported: the CLI maps it to exit code 4
 from jaxrl.loop import LoopConfig
-
-DEFAULT_ENV = "dmc/CartpoleSwingup"
-
-
-@dataclasses.dataclass(frozen=True)
-class RunConfig:
-    """What to run and where its outputs go."""
-
-    env: str = DEFAULT_ENV
-    """env name: brax/<env>, dmc/<Task> or toy/<Name> (`jaxrl envs` lists them)"""
-    seed: int = 0
-    """seed of the first run; seed k of a --seeds K run equals a single run with seed + k"""
-    seeds: int = 1
-    """independent seeds trained together as one vmapped program"""
-    run_dir: str | None = None
-    """output directory (default runs/<agent>-<env>-<time>-<random>); never one that already holds a run"""
-    overwrite: bool = False
-    """replace the run that run_dir holds (its files are removed first); without it such a run_dir is refused"""
-    checkpoint_every: int = 0
-    """env steps between checkpoints (0: off); checkpoints are also written every checkpoint_minutes, at the end,
-    and when SIGTERM / SIGINT / SIGUSR2 stops the run"""
-    checkpoint_minutes: float = 10.0
-    """wall-clock minutes between checkpoints, checked at chunk boundaries (0: off): a killed run loses at most
-    this plus one chunk"""
-    keep_checkpoints: int = 3
-    """how many of the latest checkpoints to keep"""
-    deterministic: bool = False
-    """make XLA choose deterministic GPU kernels too (slower on GPU; CPU runs are already repeatable)"""
-    brax_backend: str = "generalized"
-    """physics pipeline of brax/ envs: generalized, positional, spring or mjx"""
-    playground_impl: str = "jax"
-    """MuJoCo implementation of dmc/ envs: jax (MJX) or warp"""
-    compilation_cache: str | None = "~/.cache/jaxrl/xla"
-    """persistent XLA compilation cache directory; None turns it off"""
-    shard_members: bool = True
-    """split the members (seeds x swept configs) over all devices with jax.sharding when there are several"""
-    distributed: bool = False
-    """call jax.distributed.initialize() first (multi-host: one process per host, e.g. under SLURM)"""
 
 
 def setup_jax(run: RunConfig) -> None:
@@ -195,6 +156,31 @@ def _check_memory(eval_env, seeds: int, key_fn) -> int:
     return state_bytes(abstract)
 
 
+class _Prepared(NamedTuple):
+    """A run checked and ready to train: everything ``_train_locked`` needs."""
+
+    agent: Any
+    run: RunConfig
+    loop: LoopConfig
+    agent_cfg: Any
+    members: list[tuple[int, Any]]  # (seed, agent config) per member
+    custom_members: bool  # a sweep group's members rather than run.seeds seeds
+    saved: dict | None  # the run's config.json when resuming
+    request: Any  # rundir.resume_request's verdict when resuming
+    trainer: Any
+    mesh: Any
+    total_chunks: int
+    primary: bool  # process 0 writes the files (multi-host runs)
+
+    @property
+    def target_steps(self) -> int:
+        return self.total_chunks * self.trainer.schedule.chunk_env_steps
+
+    def init(self):
+        return self.trainer.init_members([seed for seed, _ in self.members], [cfg for _, cfg in self.members],
+                                         self.mesh)
+
+
 def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = False, quiet: bool = False,
           members: list[tuple[int, Any]] | None = None):
     """Train and write the run directory; returns (summary dict, final state). Raises ConfigError on bad input
@@ -205,6 +191,18 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     ``resume``: continue ``run.run_dir`` from its newest intact checkpoint; fields of the request that differ
     from its ``config.json`` follow ``rundir.resume_request``.
     """
+    prepared = _prepare(agent, run, loop, agent_cfg, resume, members)
+    lock = rundir.RunLock(prepared.run.run_dir).acquire() if prepared.primary else None
+    try:
+        return _train_locked(prepared, quiet)
+    finally:
+        if lock is not None:
+            lock.release()
+
+
+def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, members) -> _Prepared:
+    """Every check that can fail before a file is written (configs, run directory, memory, disk), then the
+    program (traced, not compiled yet)."""
     from jaxrl import buffer as buffer_lib
     from jaxrl.loop import learning_starts
 
@@ -226,47 +224,41 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
         rundir.check_new(run_dir, run.overwrite)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
     env, eval_env = make_envs(run, loop)
-    spec = env.spec
-    _, _, nbytes = buffer_lib.layout(loop.buffer_size, loop.num_envs, spec.obs_size, spec.action_size,
-                                     env.decisions_per_episode, spec.can_terminate)
-    buffer_lib.check_fits(nbytes, run.seeds)
 
     import jax
 
-    from jaxrl import checkpoint
     from jaxrl import sharding as sharding_lib
     from jaxrl.loop import make_train
 
-    ckpt_dir = os.path.join(run_dir, "checkpoints")
-    trainer = make_train(agent, env, eval_env, loop, agent_cfg)
-    seeds, configs = [seed for seed, _ in members], [cfg for _, cfg in members]
+    trainer = make_train(agent, env, eval_env, loop, agent_cfg)  # traces, but compiles nothing yet
+    buffer_lib.check_fits(trainer.program.buffer_layout.nbytes, run.seeds)
     mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
-    init = lambda: trainer.init_members(seeds, configs, mesh)  # noqa: E731
-    ckpt_bytes = _check_memory(eval_env, run.seeds, lambda: trainer.init_members(seeds, configs))
-    chunk_steps = trainer.schedule.chunk_env_steps
-    total_chunks = max(1, math.ceil(loop.steps / chunk_steps))
-    target_steps = total_chunks * chunk_steps
-    if resume:
-        if request.agent_fields:
-            rundir.check_applicable(agent, spec, rundir.resolve(saved=saved, run_dir=run_dir).agent_cfg, request)
-        done = max(checkpoint.steps(ckpt_dir), default=None)
-        if done is None:
-            raise ConfigError(f"no checkpoint in {ckpt_dir}: the run stopped before its first one; start it again "
-                              f"with --overwrite")
-        if loop.steps < done:
-            raise ConfigError(f"--steps {loop.steps} is fewer than the {done} env steps {run_dir} has done; pass "
-                              f"--steps >= {done} (larger continues the run)")
-    rundir.check_disk(run_dir, ckpt_bytes, "one checkpoint of this run's state")
-
     # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.
-    primary = jax.process_index() == 0
-    lock = rundir.RunLock(run_dir).acquire() if primary else None
-    try:
-        return _train_locked(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,
-                             init, target_steps, total_chunks, primary, quiet)
-    finally:
-        if lock is not None:
-            lock.release()
+    prepared = _Prepared(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,
+                         max(1, math.ceil(loop.steps / trainer.schedule.chunk_env_steps)), jax.process_index() == 0)
+    ckpt_bytes = _check_memory(eval_env, run.seeds, lambda: prepared._replace(mesh=None).init())
+    if resume:
+        _check_resume(prepared, env.spec)
+    rundir.check_disk(run_dir, ckpt_bytes, "one checkpoint of this run's state")
+    return prepared
+
+
+def _check_resume(prepared: _Prepared, spec) -> None:
+    """The requested changes apply to this run, and its checkpoints allow continuing to the requested steps."""
+    from jaxrl import checkpoint
+
+    run_dir, request, loop = prepared.run.run_dir, prepared.request, prepared.loop
+    if request.agent_fields:
+        saved_cfg = rundir.resolve(saved=prepared.saved, run_dir=run_dir).agent_cfg
+        rundir.check_applicable(prepared.agent, spec, saved_cfg, request)
+    ckpt_dir = os.path.join(run_dir, "checkpoints")
+    done = max(checkpoint.steps(ckpt_dir), default=None)
+    if done is None:
+        raise ConfigError(f"no checkpoint in {ckpt_dir}: the run stopped before its first one; start it again "
+                          f"with --overwrite")
+    if loop.steps < done:
+        raise ConfigError(f"--steps {loop.steps} is fewer than the {done} env steps {run_dir} has done; pass "
+                          f"--steps >= {done} (larger continues the run)")
 
 
 def _check_resumed_members(agent, saved, run_dir, members, custom_members, request) -> None:
@@ -281,161 +273,219 @@ def _check_resumed_members(agent, saved, run_dir, members, custom_members, reque
                           "trained; a sweep must rerun it into a new directory")
 
 
-def _train_locked(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh, init,
-                  target_steps, total_chunks, primary, quiet):
+def _train_locked(prepared: _Prepared, quiet: bool):
+    """The run under its lock: start or restore the state, write config.json, train chunk by chunk, write
+    summary.json. Returns (summary, state)."""
     import jax
-    import numpy as np
 
-    from jaxrl import checkpoint
-    from jaxrl import sharding as sharding_lib
-    from jaxrl.logging import RunLogger
-    from jaxrl.loop import stack_configs
-
-    run_dir, ckpt_dir = run.run_dir, os.path.join(run.run_dir, "checkpoints")
-    chunk_steps = trainer.schedule.chunk_env_steps
-    resume = saved is not None
     t_start = time.perf_counter()
-    compile_s = 0.0
-    t0 = time.perf_counter()
-    resume_step = None
-    abstract = jax.eval_shape(init)
-    if mesh is not None:
-        shardings = sharding_lib.state_shardings(abstract, mesh)
-        abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract,
-                                shardings)
-    if resume:
-        damaged = []
-        state, resume_step = checkpoint.restore(ckpt_dir, abstract, on_damaged=lambda s, why: damaged.append((s, why)))
-        for step, why in damaged:
-            if primary:
-                where = checkpoint.set_aside(ckpt_dir, step, os.path.join(run_dir, "damaged_checkpoints"))
-                rundir.note(f"checkpoint at env step {step} is damaged ({why}); moved to {where}; "
-                            f"resuming from env step {resume_step}")
-        if resume_step >= target_steps:
-            return _finished(agent, run, saved, resume_step, state, quiet), state
-        if request.agent_fields:
-            state = state.replace(hparams=jax.tree.map(
-                lambda new, old: jax.device_put(new.astype(old.dtype), old.sharding),
-                stack_configs([cfg for _, cfg in members], agent_cfg), state.hparams))
-    else:
-        if primary:
-            rundir.check_new(run_dir, run.overwrite)  # again under the lock: another launch may have won the race
-            if run.overwrite:
-                rundir.remove_run_files(run_dir)
-        state = init()
+    state, resume_step = _start_or_restore(prepared)
+    if prepared.saved is not None and resume_step >= prepared.target_steps:
+        return _finished(prepared.agent, prepared.run, prepared.saved, resume_step, state, quiet), state
     jax.block_until_ready(state)
-    compile_s += time.perf_counter() - t0
-
-    changes = list(saved.get("changes", [])) if resume else []
-    if request is not None and request.changes:
-        changes.append({"env_step": resume_step,
-                        "fields": {name: [old, new] for name, (old, new) in request.changes.items()}})
-    if primary:
-        _write_or_fail(os.path.join(run_dir, "config.json"), {
-            "agent": agent.name, "run": config_to_dict(run), "loop": config_to_dict(loop),
-            "agent_config": config_to_dict(agent_cfg),
-            **({"members": [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in members]}
-               if custom_members else {}),
-            **({"changes": changes} if changes else {}),
-            "resolved": {"chunk_env_steps": chunk_steps, "chunks": total_chunks, "env_steps": target_steps,
-                         "devices": 1 if mesh is None else mesh.devices.size, **trainer.schedule._asdict()}})
-    logged_hparams = sorted({name.partition(".")[2] for c in changes for name in c["fields"]
-                             if name.startswith("agent_config.")})
-    hparam_columns = {f"hparams/{name}": np.asarray([float(getattr(cfg, name)) for _, cfg in members])
-                      for name in logged_hparams}
-
+    compile_s = time.perf_counter() - t_start
+    changes = _write_config(prepared, resume_step)
     stop = _StopRequests()
     try:
         with stop:
             t0 = time.perf_counter()
-            run_chunk = trainer.run_chunk.lower(state).compile()
+            run_chunk = prepared.trainer.run_chunk.lower(state).compile()
             compile_s += time.perf_counter() - t0
-            logger = RunLogger(run_dir, resume_from_step=resume_step,
-                               member_label="member" if custom_members else "seed", write=primary)
-            mngr = checkpoint.manager(ckpt_dir, run.keep_checkpoints)
-            start_chunk = int(state.env_steps) // chunk_steps
-            progress = _Progress(total_chunks * chunk_steps, start_chunk * chunk_steps, quiet or not primary)
-            run_s, steps_run = 0.0, 0
-            last_eval = np.full((run.seeds,), np.nan)
-            last_save = time.perf_counter()
-            saved_step = resume_step
-
-            checkpoint_s = 0.0
-
-            def save(env_steps):
-                nonlocal last_save, saved_step, checkpoint_s
-                if saved_step != env_steps:
-                    t0 = time.perf_counter()
-                    checkpoint.save(mngr, env_steps, state)
-                    checkpoint_s += time.perf_counter() - t0
-                    saved_step = env_steps
-                last_save = time.perf_counter()
-
-            try:
-                if stop.signum is not None:  # a signal during compilation: keep the initial state too
-                    save(int(state.env_steps))
-                    raise Interrupted(stop.signum, int(state.env_steps), run_dir)
-                for chunk in range(start_chunk, total_chunks):
-                    t0 = time.perf_counter()
-                    state, metrics = run_chunk(state)
-                    metrics = sharding_lib.to_host(metrics)
-                    run_s += time.perf_counter() - t0
-                    steps_run += chunk_steps
-                    env_steps = int(metrics["env_steps"])
-                    bad = {name: int(np.min(s[s >= 0])) for name, s in metrics["nonfinite_step"].items()
-                           if np.any(s >= 0)}
-                    if bad:
-                        name, step = min(bad.items(), key=lambda kv: kv[1])
-                        good = checkpoint.latest_intact_step(ckpt_dir)
-                        kept = "none was saved" if good is None else f"env step {good}"
-                        raise NonFiniteError(f"non-finite {name} at env step {step}; stopped, the last good checkpoint "
-                                             f"({kept}) is kept")
-                    metrics["env_steps_per_s"] = steps_run / max(run_s, 1e-9)
-                    metrics["wall_s"] = time.perf_counter() - t_start
-                    metrics.update(hparam_columns)
-                    row = logger.log(metrics)
-                    last_eval = np.atleast_1d(metrics["eval/return"])
-                    progress.update(env_steps, row)
-                    done = chunk + 1 == total_chunks
-                    by_steps = run.checkpoint_every and env_steps // run.checkpoint_every > (
-                        (env_steps - chunk_steps) // run.checkpoint_every)
-                    by_time = run.checkpoint_minutes and time.perf_counter() - last_save >= 60 * run.checkpoint_minutes
-                    if done or by_steps or by_time or stop.signum is not None:
-                        save(env_steps)
-                        logger.plot(f"{agent.name} on {run.env}")
-                    if stop.signum is not None and not done:
-                        raise Interrupted(stop.signum, env_steps, run_dir)
-            finally:
-                progress.close()
-                logger.close()
+            state, chunks = _run_chunks(prepared, run_chunk, state, resume_step, changes, stop, quiet, t_start)
     except Interrupted:
         stop.forward()  # with the handlers restored: e.g. submitit requeues the job here (and exits)
         raise
-    summary = {
-        "agent": agent.name, "env": run.env, "env_steps": int(state.env_steps), "seeds": run.seeds,
-        "seed": run.seed, "updates": int(state.updates),
-        "final_eval_return": float(np.mean(last_eval)),
-        "final_eval_return_per_seed": [float(x) for x in last_eval],
-        "env_steps_per_s": steps_run / max(run_s, 1e-9), "compile_s": compile_s, "run_s": run_s,
-        "checkpoint_s": checkpoint_s, "wall_s": time.perf_counter() - t_start, "resumed_from": resume_step,
-    }
-    if custom_members:
-        summary["members"] = [{"seed": seed, "agent_config": config_to_dict(cfg), "final_eval_return": float(ret)}
-                              for (seed, cfg), ret in zip(members, last_eval)]
-    if primary:
-        _write_or_fail(os.path.join(run_dir, "summary.json"), summary)
+    summary = _summary(prepared, state, chunks, compile_s, resume_step, t_start)
+    if prepared.primary:
+        _write_or_fail(os.path.join(prepared.run.run_dir, "summary.json"), summary)
     return summary, state
 
 
-def _write_or_fail(path: str, data: dict) -> None:
+def _start_or_restore(prepared: _Prepared):
+    """(state, env step resumed from or None): the newest intact checkpoint of a resumed run (damaged newer ones
+    are set aside, requested hyperparameter changes applied), else a fresh state."""
+    import jax
+
+    from jaxrl import checkpoint
+    from jaxrl import sharding as sharding_lib
+    from jaxrl.loop import stack_configs
+
+    run_dir = prepared.run.run_dir
+    if prepared.saved is None:
+        if prepared.primary:
+            rundir.check_new(run_dir, prepared.run.overwrite)  # again under the lock: another launch may have won
+            if prepared.run.overwrite:
+                rundir.remove_run_files(run_dir)
+        return prepared.init(), None
+    abstract = jax.eval_shape(prepared.init)
+    if prepared.mesh is not None:
+        shardings = sharding_lib.state_shardings(abstract, prepared.mesh)
+        abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract,
+                                shardings)
+    ckpt_dir, damaged = os.path.join(run_dir, "checkpoints"), []
+    state, resume_step = checkpoint.restore(ckpt_dir, abstract, on_damaged=lambda s, why: damaged.append((s, why)))
+    for step, why in damaged:
+        if prepared.primary:
+            where = checkpoint.set_aside(ckpt_dir, step, os.path.join(run_dir, "damaged_checkpoints"))
+            rundir.note(f"checkpoint at env step {step} is damaged ({why}); moved to {where}; "
+                        f"resuming from env step {resume_step}")
+    if prepared.request.agent_fields and resume_step < prepared.target_steps:
+        state = state.replace(hparams=jax.tree.map(
+            lambda new, old: jax.device_put(new.astype(old.dtype), old.sharding),
+            stack_configs([cfg for _, cfg in prepared.members], prepared.agent_cfg), state.hparams))
+    return state, resume_step
+
+
+def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
+    """Write config.json (process 0): the resolved configs, the members of a sweep group, and every change a
+    resume applied with the env step it applied from. Returns those changes."""
+    saved, request, run, trainer, mesh = prepared.saved, prepared.request, prepared.run, prepared.trainer, prepared.mesh
+    changes = list(saved.get("changes", [])) if saved is not None else []
+    if request is not None and request.changes:
+        changes.append({"env_step": resume_step,
+                        "fields": {name: [old, new] for name, (old, new) in request.changes.items()}})
+    if prepared.primary:
+        members = [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in prepared.members]
+        _write_or_fail(os.path.join(run.run_dir, "config.json"), {
+            "agent": prepared.agent.name, "run": config_to_dict(run), "loop": config_to_dict(prepared.loop),
+            "agent_config": config_to_dict(prepared.agent_cfg),
+            **({"members": members} if prepared.custom_members else {}),
+            **({"changes": changes} if changes else {}),
+            "resolved": {"chunk_env_steps": trainer.schedule.chunk_env_steps, "chunks": prepared.total_chunks,
+                         "env_steps": prepared.target_steps, "devices": 1 if mesh is None else mesh.devices.size,
+                         **trainer.schedule._asdict()}})
+    return changes
+
+
+class _ChunkTimes(NamedTuple):
+    """What the training chunks of this invocation took, and the last evaluation per member."""
+
+    run_s: float
+    steps_run: int
+    checkpoint_s: float
+    last_eval: Any
+
+
+class _Checkpoints:
+    """Saves the state at most once per env step, timing the saves, and says when the next one is due."""
+
+    def __init__(self, run: RunConfig, saved_step: int | None):
+        from jaxrl import checkpoint
+
+        self.run, self.saved_step, self.seconds = run, saved_step, 0.0
+        self.directory = os.path.join(run.run_dir, "checkpoints")
+        self.manager = checkpoint.manager(self.directory, run.keep_checkpoints)
+        self.last_save = time.perf_counter()
+
+    def save(self, env_steps: int, state) -> None:
+        from jaxrl import checkpoint
+
+        if self.saved_step != env_steps:
+            t0 = time.perf_counter()
+            checkpoint.save(self.manager, env_steps, state)
+            self.seconds += time.perf_counter() - t0
+            self.saved_step = env_steps
+        self.last_save = time.perf_counter()
+
+    def due(self, env_steps: int, chunk_steps: int) -> bool:
+        """Every checkpoint_every env steps, and every checkpoint_minutes of wall time."""
+        every, minutes = self.run.checkpoint_every, self.run.checkpoint_minutes
+        by_steps = every and env_steps // every > (env_steps - chunk_steps) // every
+        return bool(by_steps or minutes and time.perf_counter() - self.last_save >= 60 * minutes)
+
+
+def _check_finite(metrics, checkpoint_dir: str) -> None:
+    """NonFiniteError naming the first metric that was NaN/Inf and its env step; the last good checkpoint stays."""
+    import numpy as np
+
     from jaxrl import checkpoint
 
+    bad = {name: int(np.min(s[s >= 0])) for name, s in metrics["nonfinite_step"].items() if np.any(s >= 0)}
+    if bad:
+        name, step = min(bad.items(), key=lambda kv: kv[1])
+        good = checkpoint.latest_intact_step(checkpoint_dir)
+        kept = "none was saved" if good is None else f"env step {good}"
+        raise NonFiniteError(f"non-finite {name} at env step {step}; stopped, the last good checkpoint ({kept}) is "
+                             "kept")
+
+
+def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, stop, quiet, t_start):
+    """The training loop on the host: one compiled chunk at a time, then its metrics are checked (NaN guard),
+    logged, and the state checkpointed when due, at the end, or when a signal asked to stop."""
+    import numpy as np
+
+    from jaxrl import sharding as sharding_lib
+    from jaxrl.logging import RunLogger
+
+    run, chunk_steps = prepared.run, prepared.trainer.schedule.chunk_env_steps
+    # A resume that changed hyperparameters logs their values per member from then on.
+    changed = sorted({name.partition(".")[2] for c in changes for name in c["fields"]
+                      if name.startswith("agent_config.")})
+    hparam_columns = {f"hparams/{name}": np.asarray([float(getattr(cfg, name)) for _, cfg in prepared.members])
+                      for name in changed}
+    logger = RunLogger(run.run_dir, resume_from_step=resume_step,
+                       member_label="member" if prepared.custom_members else "seed", write=prepared.primary)
+    checkpoints = _Checkpoints(run, resume_step)
+    start_chunk = int(state.env_steps) // chunk_steps
+    progress = _Progress(prepared.target_steps, start_chunk * chunk_steps, quiet or not prepared.primary)
+    run_s, steps_run, last_eval = 0.0, 0, np.full((run.seeds,), np.nan)
     try:
-        rundir.write_json(path, data)
+        if stop.signum is not None:  # a signal during compilation: keep the initial state too
+            checkpoints.save(int(state.env_steps), state)
+            raise Interrupted(stop.signum, int(state.env_steps), run.run_dir)
+        for chunk in range(start_chunk, prepared.total_chunks):
+            t0 = time.perf_counter()
+            state, metrics = run_chunk(state)
+            metrics = sharding_lib.to_host(metrics)
+            run_s += time.perf_counter() - t0
+            steps_run += chunk_steps
+            env_steps = int(metrics["env_steps"])
+            _check_finite(metrics, checkpoints.directory)
+            metrics.update(hparam_columns, env_steps_per_s=steps_run / max(run_s, 1e-9),
+                           wall_s=time.perf_counter() - t_start)
+            progress.update(env_steps, logger.log(metrics))
+            last_eval = np.atleast_1d(metrics["eval/return"])
+            done = chunk + 1 == prepared.total_chunks
+            if done or checkpoints.due(env_steps, chunk_steps) or stop.signum is not None:
+                checkpoints.save(env_steps, state)
+                logger.plot(f"{prepared.agent.name} on {run.env}")
+            if stop.signum is not None and not done:
+                raise Interrupted(stop.signum, env_steps, run.run_dir)
+    finally:
+        progress.close()
+        logger.close()
+    return state, _ChunkTimes(run_s, steps_run, checkpoints.seconds, last_eval)
+
+
+def _summary(prepared: _Prepared, state, chunks: _ChunkTimes, compile_s: float, resume_step, t_start) -> dict:
+    """summary.json: final evaluation per member and where the time went."""
+    import numpy as np
+
+    run, last_eval = prepared.run, chunks.last_eval
+    summary = {
+        "agent": prepared.agent.name, "env": run.env, "env_steps": int(state.env_steps), "seeds": run.seeds,
+        "seed": run.seed, "updates": int(state.updates),
+        "final_eval_return": float(np.mean(last_eval)),
+        "final_eval_return_per_seed": [float(x) for x in last_eval],
+        "env_steps_per_s": chunks.steps_run / max(chunks.run_s, 1e-9), "compile_s": compile_s,
+        "run_s": chunks.run_s, "checkpoint_s": chunks.checkpoint_s, "wall_s": time.perf_counter() - t_start,
+        "resumed_from": resume_step,
+    }
+    if prepared.custom_members:
+        summary["members"] = [{"seed": seed, "agent_config": config_to_dict(cfg), "final_eval_return": float(ret)}
+                              for (seed, cfg), ret in zip(prepared.members, last_eval, strict=True)]
+    return summary
+
+
+def _write_or_fail(path: str, data: dict) -> None:
+    from jaxrl.files import disk_error, write_failure, write_json
+
+    try:
+        write_json(path, data)
     except OSError as e:
-        if checkpoint.disk_error(e) is None:
+        if disk_error(e) is None:
             raise
-        raise checkpoint.write_failure(path, len(json.dumps(data, default=str)), checkpoint.disk_error(e)) from None
+        raise write_failure(path, len(json.dumps(data, default=str)), disk_error(e)) from None
 
 
 def _finished(agent, run, saved, step, state, quiet) -> dict:
@@ -449,12 +499,11 @@ def _finished(agent, run, saved, step, state, quiet) -> dict:
             return json.load(f)
     import numpy as np
 
-    from jaxrl.logging import read_rows
+    from jaxrl.logging import member_values, read_rows
 
     rows = read_rows(os.path.join(run.run_dir, "metrics.jsonl"))
     last = rows[-1] if rows else {}
-    label = "member" if saved.get("members") else "seed"
-    per_member = [last.get(f"eval/return/{label}{k}", last.get("eval/return", float("nan"))) for k in range(run.seeds)]
+    per_member = member_values(last, "eval/return") if "eval/return" in last else [float("nan")] * run.seeds
     summary = {"agent": agent.name, "env": run.env, "env_steps": step, "seeds": run.seeds, "seed": run.seed,
                "updates": int(state.updates), "final_eval_return": float(np.nanmean(per_member)) if rows else None,
                "final_eval_return_per_seed": per_member, "env_steps_per_s": last.get("env_steps_per_s"),

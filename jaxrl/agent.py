@@ -25,11 +25,29 @@ Numeric hyperparameters (learning rates, tau, gamma, ...) are pytree leaves of `
 holds each member's values as arrays (``TrainState.hparams``), so a sweep vmaps over them like over seeds, and
 ``init`` / ``act`` / ``update`` must treat them as traced values (no Python ``if`` on them). Fields that fix
 shapes or code paths are static (``flax.struct.field(pytree_node=False)``); changing one compiles a new program.
+
+What the engine reads from an agent's ``Config``: ``batch_size`` (checked against the buffer's size, and drawn by
+the default ``sample_batch``) and, with ``LoopConfig.scale_rewards``, ``gamma`` (the discount of the running
+returns that scale rewards). Nothing else: every other field is the agent's own.
+
+What ``update`` returns as metrics: a dict of scalars per update; the loop averages them over each chunk's updates
+and logs them as ``train/<name>``. Every agent logs its losses and ``grad_norm/<network>`` (``jaxrl.optim``).
+
+What each agent's ``make_update`` expects from the losses it is given (beyond ``(loss, aux)``; every other aux
+entry becomes a metric):
+
+    sac, tqc, simbav2   actor_loss_fn's aux has "log_prob" [B] (the temperature loss reuses it; not logged)
+    td3                 actor_loss_fn's aux has "actor_loss" (reported on the updates that skip the actor)
+    dsac_t              critic_loss_fn's aux has "mean_std" [2] (the new running b of each critic);
+                        actor_loss_fn's aux has "actor_loss", "entropy" and "log_prob" [B]
+    tdmpc2              world_model_loss_fn's aux is (metrics, latents [H+1, B, latent_dim]), the latents that
+                        the policy loss trains on; policy_loss_fn's aux has "q_scale" (the running Q scale)
 """
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, NamedTuple
+from typing import Any, NamedTuple
 
 from jaxrl import buffer as buffer_lib
 

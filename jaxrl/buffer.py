@@ -5,7 +5,7 @@ transitions each. Each observation is stored once: the transition in row r of en
 s' = obs[r + 1, e] — except where the episode ended at row r, since row r + 1 then holds the first
 observation of the next episode. Those true final observations go to a small side ring ``final_obs``
 (F slots per env, written only at episode ends), and ``final_slot[r, e]`` points into it. For tasks that
-only end at a time limit, F = ceil(R / episode_length) + 2 slots always outlive every row that points at
+only end at a time limit, F = ceil(R / decisions per episode) + 2 slots always outlive every row that points at
 them; for tasks that can terminate at any step, F = R (every row could be an episode end).
 
 The newest row is never sampled (its s' is not written yet), so sampling never reads across the write head.
@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import math
 import os
+from typing import NamedTuple
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
 from jaxrl import ConfigError
-from jaxrl.types import Batch, WindowBatch
+from jaxrl.types import Batch, EnvSpec, WindowBatch
 
 
 @flax.struct.dataclass
@@ -38,25 +39,37 @@ class BufferState:
     size: jax.Array  # int32 rows written so far (<= R)
 
 
-def final_slots_needed(rows: int, episode_length: int, can_terminate: bool) -> int:
+class Layout(NamedTuple):
+    """The shapes of a buffer and the memory they take."""
+
+    rows: int  # R batched env steps
+    num_envs: int  # N
+    final_slots: int  # F final observations per env
+    obs_size: int
+    action_size: int
+    nbytes: int
+
+
+def final_slots_needed(rows: int, decisions_per_episode: int, can_terminate: bool) -> int:
     if can_terminate:
         return rows
-    return min(rows, math.ceil(rows / max(1, episode_length)) + 2)
+    return min(rows, math.ceil(rows / max(1, decisions_per_episode)) + 2)
 
 
-def layout(capacity: int, num_envs: int, obs_size: int, action_size: int, episode_length: int,
-           can_terminate: bool) -> tuple[int, int, int]:
-    """(rows, final_slots, bytes) of a buffer, validating the sizes (ConfigError, one line)."""
+def layout(capacity: int, num_envs: int, spec: EnvSpec) -> Layout:
+    """The layout of a buffer of ``capacity`` transitions over ``num_envs`` envs of ``spec``, validating the sizes
+    (ConfigError, one line)."""
     if capacity <= 0:
         raise ConfigError(f"buffer_size must be a positive number of transitions, got {capacity}")
     rows = capacity // num_envs
     if rows < 2:
         raise ConfigError(f"buffer_size={capacity} transitions gives {rows} row(s) for num_envs={num_envs}; "
                           f"it must hold at least 2 steps of every env (>= {2 * num_envs})")
-    slots = final_slots_needed(rows, episode_length, can_terminate)
-    per_transition = 4 * (obs_size + action_size + 1) + 2 + 4 + 4
-    nbytes = rows * num_envs * per_transition + slots * num_envs * 4 * obs_size
-    return rows, slots, nbytes
+    slots = final_slots_needed(rows, spec.decisions_per_episode, spec.can_terminate)
+    # obs, action, reward (float32), terminated and truncated (bool), episode_step and final_slot (int32).
+    per_transition = 4 * (spec.obs_size + spec.action_size + 1) + 2 + 4 + 4
+    nbytes = rows * num_envs * per_transition + slots * num_envs * 4 * spec.obs_size
+    return Layout(rows, num_envs, slots, spec.obs_size, spec.action_size, nbytes)
 
 
 def available_bytes(device=None) -> int:
@@ -84,18 +97,17 @@ def check_fits(nbytes: int, copies: int = 1, limit: int | None = None) -> None:
                           "lower buffer_size or seeds")
 
 
-def init(capacity: int, num_envs: int, obs_size: int, action_size: int, episode_length: int,
-         can_terminate: bool = True) -> BufferState:
-    rows, slots, _ = layout(capacity, num_envs, obs_size, action_size, episode_length, can_terminate)
+def init(layout: Layout) -> BufferState:
+    rows, num_envs, obs_size = layout.rows, layout.num_envs, layout.obs_size
     return BufferState(
         obs=jnp.zeros((rows, num_envs, obs_size), jnp.float32),
-        action=jnp.zeros((rows, num_envs, action_size), jnp.float32),
+        action=jnp.zeros((rows, num_envs, layout.action_size), jnp.float32),
         reward=jnp.zeros((rows, num_envs), jnp.float32),
         terminated=jnp.zeros((rows, num_envs), jnp.bool_),
         truncated=jnp.zeros((rows, num_envs), jnp.bool_),
         episode_step=jnp.zeros((rows, num_envs), jnp.int32),
         final_slot=jnp.zeros((rows, num_envs), jnp.int32),
-        final_obs=jnp.zeros((slots, num_envs, obs_size), jnp.float32),
+        final_obs=jnp.zeros((layout.final_slots, num_envs, obs_size), jnp.float32),
         final_count=jnp.zeros((num_envs,), jnp.int32),
         ptr=jnp.zeros((), jnp.int32),
         size=jnp.zeros((), jnp.int32),
@@ -126,11 +138,6 @@ def add(state: BufferState, obs, action, reward, terminated, truncated, final_ob
         ptr=(state.ptr + 1) % rows,
         size=jnp.minimum(state.size + 1, rows),
     )
-
-
-def num_transitions(state: BufferState) -> jax.Array:
-    """Transitions that can be sampled: all written rows but the newest, times N."""
-    return jnp.maximum(state.size - 1, 0) * state.reward.shape[1]
 
 
 def _next_obs(state: BufferState, row, env):
@@ -172,7 +179,10 @@ def sample_windows(state: BufferState, key: jax.Array, batch_size: int, length: 
     valid = (state.episode_step[last, env] == state.episode_step[start, env] + length - 1)
     valid &= state.size - 1 >= length
     choice = jnp.argmax(valid, axis=1)
-    pick = lambda x: jnp.take_along_axis(x, choice[:, None], axis=1)[:, 0]
+
+    def pick(x):
+        return jnp.take_along_axis(x, choice[:, None], axis=1)[:, 0]
+
     start, env, ok = pick(start), pick(env), jnp.any(valid, axis=1)
     rows_idx = (start[:, None] + jnp.arange(length)[None, :]) % rows  # [B, L]
     env_idx = env[:, None]

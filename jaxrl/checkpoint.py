@@ -9,58 +9,22 @@ falls back to the newest one that verifies, and reports the damaged ones to its 
 """
 from __future__ import annotations
 
-import errno
 import glob
 import json
 import os
 import shutil
 import zlib
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
 from jaxrl import ConfigError
+from jaxrl.files import disk_error, write_failure, write_json
 
 STATE = "state"
 MANIFEST = "jaxrl_manifest.json"
-# errnos that mean "this file system cannot take the write" rather than a bug.
-WRITE_ERRNOS = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.EFBIG)
-
-
-class WriteError(RuntimeError):
-    """A run's file could not be written (disk full, read-only, quota): one line naming the path and the bytes."""
-
-
-def disk_error(exc: BaseException) -> OSError | None:
-    """The OSError behind ``exc`` when it is a full / read-only / forbidden file system, else None. Orbax and
-    tensorstore wrap the OS error, sometimes only as text, so the chain and the message are both searched."""
-    seen = exc
-    while seen is not None:
-        if isinstance(seen, OSError) and seen.errno in WRITE_ERRNOS:
-            return seen
-        seen = seen.__cause__ or seen.__context__
-    text = str(exc)
-    for code in WRITE_ERRNOS:
-        if os.strerror(code) in text:
-            return OSError(code, os.strerror(code))
-    return None
-
-
-def free_bytes(path: str) -> int:
-    """Free bytes on the file system of ``path`` (or of its nearest existing parent)."""
-    path = os.path.abspath(path)
-    while not os.path.exists(path):
-        path = os.path.dirname(path)
-    return shutil.disk_usage(path).free
-
-
-def write_failure(path: str, needed: int, error: OSError) -> WriteError:
-    return WriteError(f"cannot write {path}: {error.strerror or error} ({needed / 2**20:.1f} MiB needed, "
-                      f"{free_bytes(path) / 2**20:.1f} MiB free there); earlier checkpoints are intact")
-
-
 def manager(directory: str, keep: int = 3) -> ocp.CheckpointManager:
     options = ocp.CheckpointManagerOptions(max_to_keep=keep, create=True, enable_async_checkpointing=False)
     return ocp.CheckpointManager(os.path.abspath(directory), options=options)
@@ -87,10 +51,8 @@ def save(mngr: ocp.CheckpointManager, step: int, state) -> None:
         mngr.save(step, args=ocp.args.Composite(**{STATE: ocp.args.StandardSave(flat)}), force=True)
         mngr.wait_until_finished()
         if jax.process_index() == 0:
-            from jaxrl.logging import write_json
-
             write_json(os.path.join(step_dir, MANIFEST), {"files": _file_sums(step_dir)})
-    except Exception as e:  # noqa: BLE001 - orbax wraps OS errors in several types
+    except Exception as e:
         error = disk_error(e)
         if error is None:
             raise

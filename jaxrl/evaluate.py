@@ -1,7 +1,8 @@
 """Deterministic evaluation on a separate batch of envs, inside the compiled program."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp

@@ -1,4 +1,5 @@
-"""Hyperspherical network blocks of SimbaV2 (Lee et al. 2025, arXiv 2502.15280; ALGORITHMS.md §5.1).
+"""Hyperspherical network blocks of SimbaV2 (Lee et al. 2025, arXiv 2502.15280; dojeon-ai/SimbaV2
+`scale_rl/agents/simbaV2/`).
 
 Features live on the unit sphere (``l2normalize`` after every block) and so do the weights: every
 ``HyperDense`` kernel is bias-free and, after each optimizer step, ``project_hyper_kernels`` renormalises each

@@ -10,9 +10,43 @@ from typing import Any
 
 import numpy as np
 
+from jaxrl.files import disk_error, write_failure, write_text_atomic
 
-def _scalar(value) -> float:
-    return float(np.mean(value))
+# A run with several members logs each per-member metric as its mean under the metric's name, and member k's value
+# in the column ``<metric>/<label><k>``: label "seed" for a --seeds run, "member" for a sweep group's program.
+MEMBER_LABELS = ("seed", "member")
+
+
+def member_column(metric: str, label: str, member: int) -> str:
+    """The column of ``member``'s value of ``metric``."""
+    return f"{metric}/{label}{member}"
+
+
+def split_member_column(column: str) -> tuple[str, str, int] | None:
+    """(metric, label, member) of a per-member column; None for any other column."""
+    metric, _, last = column.rpartition("/")
+    for label in MEMBER_LABELS:
+        if metric and last.startswith(label) and last[len(label):].isdigit():
+            return metric, label, int(last[len(label):])
+    return None
+
+
+def member_row(row: dict[str, Any], member: int) -> dict[str, Any]:
+    """One member's own view of a logged row: the shared columns, with its per-member values in place of the means."""
+    own = {name: value for name, value in row.items() if split_member_column(name) is None}
+    for name, value in row.items():
+        parts = split_member_column(name)
+        if parts is not None and parts[2] == member:
+            own[parts[0]] = value
+    return own
+
+
+def member_values(row: dict[str, Any], metric: str) -> list[Any]:
+    """Every member's value of ``metric`` in a logged row, in member order; ``[row[metric]]`` without per-member
+    columns (a one-member run)."""
+    values = sorted((parts[2], value) for name, value in row.items()
+                    if (parts := split_member_column(name)) is not None and parts[0] == metric)
+    return [value for _, value in values] or [row[metric]]
 
 
 class RunLogger:
@@ -49,7 +83,7 @@ class RunLogger:
             values = np.atleast_1d(np.asarray(value, np.float64))
             row[name] = float(np.nanmean(values)) if np.isfinite(values).any() else float("nan")
             if values.size > 1:
-                row.update({f"{name}/{self.member_label}{k}": float(v) for k, v in enumerate(values)})
+                row.update({member_column(name, self.member_label, k): float(v) for k, v in enumerate(values)})
         for extra in ("env_steps_per_s", "wall_s"):
             if extra in metrics:
                 row[extra] = float(metrics[extra])
@@ -60,7 +94,7 @@ class RunLogger:
         self._rewrite_csv()
         try:
             for name, value in row.items():
-                if f"/{self.member_label}" not in name and name != "env_steps" and np.isfinite(value):
+                if split_member_column(name) is None and name != "env_steps" and np.isfinite(value):
                     self.tb.add_scalar(name, value, row["env_steps"])
             self.tb.flush()
         except OSError as e:
@@ -91,8 +125,6 @@ class RunLogger:
 
     @staticmethod
     def _raise_write_failure(path: str, needed: int, error: OSError):
-        from jaxrl.checkpoint import disk_error, write_failure
-
         if disk_error(error) is None:
             raise error
         raise write_failure(path, needed, disk_error(error)) from None
@@ -110,9 +142,9 @@ class RunLogger:
         fig, ax = plt.subplots(figsize=(6, 4))
         if rows:
             steps = np.array([r["env_steps"] for r in rows])
-            seed_cols = sorted(k for k in rows[-1] if k.startswith(f"eval/return/{self.member_label}"))
-            for col in seed_cols:
-                ax.plot(steps, [r.get(col, np.nan) for r in rows], color="tab:blue", alpha=0.25, lw=1)
+            per_member = np.array([member_values(r, "eval/return") for r in rows], np.float64)
+            if per_member.shape[1] > 1:
+                ax.plot(steps, per_member, color="tab:blue", alpha=0.25, lw=1)
             ax.plot(steps, [r["eval/return"] for r in rows], color="tab:blue", lw=2, label="eval return (mean)")
             ax.legend(loc="lower right")
         ax.set_xlabel("env steps")
@@ -148,22 +180,3 @@ def read_rows(path: str) -> list[dict[str, Any]]:
             except ValueError:
                 print(f"jaxrl: dropped line {number} of {path}: it is torn or not a metrics row", file=sys.stderr)
     return rows
-
-
-def write_text_atomic(path: str, text: str) -> None:
-    """Write, fsync, rename: a crash leaves either the old file or the new one, never a torn one."""
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def write_json(path: str, data: dict[str, Any]) -> None:
-    """Atomic (``write_text_atomic``)."""
-    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))

@@ -2,17 +2,23 @@
 
     state = trainer.init(seed, num_seeds)        # one pytree, every per-seed leaf with a leading seed axis
     state, metrics = trainer.run_chunk(state)    # eval_every env steps, then one evaluation; no host sync
-    
+
 A chunk is a ``lax.scan`` over *blocks*; a block is ``block_iters`` batched env steps (act on all envs ->
 step -> add to buffer) followed by ``block_updates`` gradient updates, so fractional update-to-data ratios
 (1 update per 16 transitions) need no per-step branch. Seeds are a ``vmap`` over the per-seed state; the
 step counters are shared scalars outside that vmap, so "random actions until learning_starts" and "no
 updates before learning_starts" stay real ``lax.cond``s instead of computing both sides for every seed.
+
+The chunk's phases (acting, collecting, learning, evaluating) are module-level functions of a ``Program``
+(what the compiled program is about: agent, envs, loop config, schedule, buffer layout) and the ``TrainState``;
+the map of which calls which is above ``Program``. ``learn`` is where a batch reaches ``agent.update``.
 """
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import flax.struct
@@ -24,8 +30,15 @@ from jaxrl import buffer as buffer_lib
 from jaxrl import sharding as sharding_lib
 from jaxrl.agent import Agent
 from jaxrl.evaluate import evaluate
-from jaxrl.normalization import (Normalizers, init_normalizers, normalize, reward_scale, update_return_stats,
-                                 update_stats)
+from jaxrl.normalization import (
+    Normalizers,
+    init_normalizers,
+    normalize,
+    reward_scale,
+    update_return_stats,
+    update_stats,
+)
+from jaxrl.types import EnvSpec
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,7 +168,7 @@ class TrainState:
     buffer: buffer_lib.BufferState
     env: Any
     normalizers: Normalizers  # observation and return statistics
-    carry: Any  # the agent's per-env acting state (planner warm starts); () for memoryless agents
+    carry: Any  # the agent's per-env acting carry (planner warm starts); () for memoryless agents
     hparams: Any  # the agent Config of each member: its numeric fields as [K] arrays (a sweep varies them)
     key: jax.Array  # [K, 2]
     env_steps: jax.Array  # int32 scalar shared by all seeds
@@ -168,6 +181,7 @@ class Trainer(NamedTuple):
     run_chunk: Any  # jitted, donates its argument: TrainState -> (TrainState, metrics)
     schedule: Schedule
     metric_names: tuple[str, ...]
+    program: Program  # what the program is about (buffer layout, first update, metric shapes, ...)
 
 
 def over_seeds(fn):
@@ -212,193 +226,315 @@ def default_loop_config(agent: Agent, suite_defaults: dict[str, Any] | None = No
     return LoopConfig(**{**(suite_defaults or {}), **agent.loop_defaults, **overrides})
 
 
-def make_train(agent: Agent, env, eval_env, cfg: LoopConfig, agent_cfg) -> Trainer:
-    """Build the jitted program for ``agent`` on ``env`` (a VecEnv with ``cfg.num_envs`` envs).
+# ------------------------------------------------------------------------------ the program and its phases
+#
+# A compiled program is a ``Program`` (what jit closes over) and a ``TrainState`` (what it carries). The
+# phases below are plain functions of them, in the order a chunk runs them:
+#
+#   run_chunk: scan ``block`` chunk_blocks times, then ``evaluate_policy``
+#     block:   scan ``act_and_collect`` block_iters times, then ``learning_phase``
+#       act_and_collect:  ``policy_actions`` or ``warmup_actions``, then ``collect`` (env step -> buffer)
+#       learning_phase:   ``learn`` block_updates times (sample -> prepare -> update), or zero metrics
+#
+# The per-seed phases (policy_actions ... evaluate_policy) see one seed; ``over_seeds`` maps them over the
+# seed axis. The step counters are shared by all seeds, so the branches on them are real ``lax.cond``s.
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class Program:
+    """What one compiled program is about, fixed for the whole run; ``jit`` closes over it.
+
+    ``agent_cfg`` is the template config: its static fields (widths, batch size) fix shapes and code paths.
+    The numeric hyperparameters each member trains with are ``TrainState.hparams``, which reach the phases
+    as ``hparams`` (traced arrays, so a sweep vmaps over them like over seeds).
+    """
+
+    agent: Agent
+    env: Any  # VecEnv of loop.num_envs training envs
+    eval_env: Any  # VecEnv of loop.num_eval_envs evaluation envs
+    loop: LoopConfig
+    agent_cfg: Any
+    schedule: Schedule
+    buffer_layout: buffer_lib.Layout
+    first_update_env_step: int
+    metric_shapes: Mapping[str, jax.ShapeDtypeStruct]  # what ``learn`` returns per seed
+
+    @property
+    def spec(self) -> EnvSpec:
+        return self.env.spec
+
+    @property
+    def metric_names(self) -> tuple[str, ...]:
+        return tuple(sorted(self.metric_shapes))
+
+    @functools.cached_property
+    def initial_state(self):
+        """``init_state`` bound to this program, one function object so that jit compiles it once."""
+        return functools.partial(init_state, self)
+
+
+class Episodes(NamedTuple):
+    """Training episodes finished in a chunk, per seed."""
+
+    return_sum: jax.Array
+    count: jax.Array
+
+
+class ChunkSums(NamedTuple):
+    """What a chunk accumulates for its metrics, per seed (``learning_blocks`` is shared)."""
+
+    metric_sums: dict[str, jax.Array]
+    learning_blocks: jax.Array  # blocks that updated
+    episodes: Episodes
+    first_nonfinite: dict[str, jax.Array]  # int32 env step at which a metric was first not finite; -1: never
+
+
+def observe(program: Program, normalizers: Normalizers, obs):
+    """What the agent sees: ``obs`` normalised by the running statistics when ``normalize_obs`` is on."""
+    return normalize(normalizers.obs, obs) if program.loop.normalize_obs else obs
+
+
+def policy_actions(program: Program, agent_state, hparams, normalizers, env_state, acting_carry, key):
+    """The agent's exploring actions for every env. An env that starts an episode starts from a fresh acting
+    carry (e.g. a zero planner warm start)."""
+    fresh = program.agent.init_carry(program.loop.num_envs, program.spec, program.agent_cfg)
+    first = env_state.episode_step == 0
+    acting_carry = jax.tree.map(lambda new, old: jnp.where(first.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
+                                fresh, acting_carry)
+    obs = observe(program, normalizers, env_state.obs)
+    return program.agent.act(agent_state, obs, key, hparams, False, acting_carry)
+
+
+def warmup_actions(program: Program, agent_state, hparams, normalizers, env_state, acting_carry, key):
+    """Uniform random actions in [-1, 1] for every env (before the first update, with ``warmup="uniform"``)."""
+    shape = (program.loop.num_envs, program.spec.action_size)
+    return jax.random.uniform(key, shape, minval=-1.0, maxval=1.0), acting_carry
+
+
+def collect(program: Program, env_state, buffer, normalizers, action, hparams):
+    """One batched env step: the transition goes into the buffer, the new observation and reward into the running
+    statistics. Returns (env state, buffer, normalizers, episodes finished in this step)."""
+    loop = program.loop
+    next_env_state, out = program.env.step(env_state, action)
+    buffer = buffer_lib.add(buffer, env_state.obs, action, out.reward, out.terminated, out.truncated, out.final_obs,
+                            env_state.episode_step)
+    if loop.normalize_obs:
+        normalizers = normalizers.replace(obs=update_stats(normalizers.obs, out.obs))
+    if loop.scale_rewards:
+        returns = update_return_stats(normalizers.returns, out.reward, out.done, hparams.gamma)
+        normalizers = normalizers.replace(returns=returns)
+    done = out.done.astype(jnp.float32)
+    return next_env_state, buffer, normalizers, Episodes(jnp.sum(done * out.episode_return), jnp.sum(done))
+
+
+def prepare(program: Program, batch, normalizers):
+    """The batch as the agent trains on it: observations normalised and rewards scaled by the current statistics
+    (when those options are on)."""
+    fields = {}
+    if program.loop.normalize_obs:
+        fields.update({name: observe(program, normalizers, getattr(batch, name)) for name in ("obs", "next_obs")
+                       if hasattr(batch, name)})
+    if program.loop.scale_rewards:
+        fields["reward"] = batch.reward * reward_scale(normalizers.returns, program.loop.reward_scale_max_return)
+    return batch.replace(**fields)
+
+
+def learn(program: Program, agent_state, hparams, buffer, normalizers, key, count: int):
+    """``count`` gradient updates, each on a fresh batch: how a batch reaches ``agent.update``.
+
+    Returns the new agent state and each metric's mean over the ``count`` updates.
+    """
+
+    def one_update(agent_state, key):
+        sample_key, update_key = jax.random.split(key)
+        batch = program.agent.sample_batch(buffer, sample_key, hparams)
+        batch = prepare(program, batch, normalizers)
+        return program.agent.update(agent_state, batch, update_key, hparams)
+
+    agent_state, metrics = jax.lax.scan(one_update, agent_state, jax.random.split(key, count))
+    return agent_state, jax.tree.map(jnp.mean, metrics)
+
+
+def evaluate_policy(program: Program, agent_state, hparams, normalizers, key):
+    """Mean return of one deterministic episode on each evaluation env."""
+
+    def policy(obs, acting_carry, key):
+        return program.agent.act(agent_state, observe(program, normalizers, obs), key, hparams, True, acting_carry)
+
+    num_envs = program.loop.num_eval_envs
+    fresh = program.agent.init_carry(num_envs, program.spec, program.agent_cfg)
+    return evaluate(program.eval_env, policy, key, num_envs, fresh)
+
+
+# ---------------------------------------------------------------------------- all seeds: the compiled chunk
+
+
+def act_and_collect(program: Program, scanned, act_key):
+    """One batched env step of every seed, the body of a block's scan over ``scanned = (state, episodes)``: act
+    (warm-up or policy actions), then collect. Returns the state with its env, buffer, normalizers, acting carry
+    and env-step counter advanced, and the episodes finished so far."""
+    state, episodes = scanned
+    operands = (state.agent, state.hparams, state.normalizers, state.env, state.carry, act_key)
+    policy = over_seeds(functools.partial(policy_actions, program))
+    if program.loop.warmup == "policy":
+        action, acting_carry = policy(*operands)
+    else:
+        warmup = over_seeds(functools.partial(warmup_actions, program))
+        action, acting_carry = jax.lax.cond(state.env_steps < program.first_update_env_step, warmup, policy,
+                                            *operands)
+    env_state, buffer, normalizers, finished = over_seeds(functools.partial(collect, program))(
+        state.env, state.buffer, state.normalizers, action, state.hparams)
+    state = state.replace(env=env_state, buffer=buffer, normalizers=normalizers, carry=acting_carry,
+                          env_steps=state.env_steps + program.schedule.env_steps_per_iter)
+    return (state, Episodes(episodes.return_sum + finished.return_sum, episodes.count + finished.count)), None
+
+
+def learning_phase(program: Program, state: TrainState, learning, update_keys):
+    """A block's updates for every seed once learning has started, else zero metrics; in the first block that
+    learns, also the one-shot pretraining (``pretrain_updates``, TD-MPC2). Returns (state, metrics)."""
+    loop, num_seeds = program.loop, update_keys.shape[0]
+    operands = (state.agent, state.hparams, state.buffer, state.normalizers)
+    update_count = state.updates
+    agent_state = state.agent
+    if loop.pretrain_updates:
+        starting = learning & (state.updates == 0)
+        pretrain = over_seeds(lambda *args: learn(program, *args, loop.pretrain_updates)[0])
+        skip = lambda agent_state, *_: agent_state  # noqa: E731
+        pretrain_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(update_keys)
+        agent_state = jax.lax.cond(starting, pretrain, skip, *operands, pretrain_keys)
+        update_count = update_count + jnp.where(starting, loop.pretrain_updates, 0)
+
+    def no_update(agent_state, *_):
+        return agent_state, {name: jnp.zeros((num_seeds,) + shape.shape, shape.dtype)
+                             for name, shape in program.metric_shapes.items()}
+
+    block_updates = program.schedule.block_updates
+    update = over_seeds(lambda *args: learn(program, *args, block_updates))
+    agent_state, metrics = jax.lax.cond(learning, update, no_update, agent_state, *operands[1:], update_keys)
+    update_count = update_count + jnp.where(learning, block_updates, 0)
+    return state.replace(agent=agent_state, updates=update_count), metrics
+
+
+def accumulate(sums: ChunkSums, metrics, learning, episodes: Episodes, env_steps) -> ChunkSums:
+    """Add a block's metrics (where it learned) to the chunk's sums, and note the first non-finite value of each
+    metric (the NaN guard's evidence: which metric, which seed, which env step)."""
+    first_nonfinite = {name: jnp.where((first < 0) & ~jnp.isfinite(metrics[name]), env_steps, first)
+                       for name, first in sums.first_nonfinite.items()}
+    metric_sums = {name: total + jnp.where(learning, metrics[name], 0.0) for name, total in sums.metric_sums.items()}
+    return ChunkSums(metric_sums, sums.learning_blocks + learning.astype(jnp.float32), episodes, first_nonfinite)
+
+
+def block(program: Program, scanned, _):
+    """``block_iters`` batched env steps of every seed, then ``block_updates`` updates: the body of a chunk's scan
+    over ``scanned = (state, sums)``. A fractional update-to-data ratio is a block of several env steps and one
+    update."""
+    state, sums = scanned
+    keys = jax.vmap(lambda k: jax.random.split(k, 3))(state.key)
+    next_key, act_keys, update_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+    act_keys = jax.vmap(lambda k: jax.random.split(k, program.schedule.block_iters))(act_keys).swapaxes(0, 1)
+    (state, episodes), _ = jax.lax.scan(functools.partial(act_and_collect, program), (state, sums.episodes), act_keys)
+    learning = state.env_steps >= program.first_update_env_step
+    state, metrics = learning_phase(program, state, learning, update_keys)
+    sums = accumulate(sums, metrics, learning, episodes, state.env_steps)
+    return (state.replace(key=next_key), sums), None
+
+
+def run_chunk(program: Program, state: TrainState):
+    """``eval_every`` env steps of training, then one evaluation. Returns (state, metrics); per-seed metrics have
+    the seed axis first, ``train/*`` are means over the chunk's updates."""
+    names, num_seeds = program.metric_names, state.key.shape[0]
+    zeros = jnp.zeros((num_seeds,), jnp.float32)
+    sums = ChunkSums({name: zeros for name in names}, jnp.zeros((), jnp.float32), Episodes(zeros, zeros),
+                     {name: jnp.full((num_seeds,), -1, jnp.int32) for name in names})
+    (state, sums), _ = jax.lax.scan(functools.partial(block, program), (state, sums), None,
+                                    length=program.schedule.chunk_blocks)
+    keys = jax.vmap(jax.random.split)(state.key)
+    state = state.replace(key=keys[:, 0])
+    eval_return = over_seeds(functools.partial(evaluate_policy, program))(state.agent, state.hparams,
+                                                                          state.normalizers, keys[:, 1])
+    blocks = jnp.maximum(sums.learning_blocks, 1.0)
+    episodes = sums.episodes
+    metrics = {f"train/{name}": sums.metric_sums[name] / blocks for name in names}
+    metrics["train/episode_return"] = jnp.where(
+        episodes.count > 0, episodes.return_sum / jnp.maximum(episodes.count, 1.0), jnp.nan)
+    metrics["eval/return"] = eval_return
+    metrics["nonfinite_step"] = sums.first_nonfinite
+    metrics["env_steps"] = state.env_steps
+    metrics["updates"] = state.updates
+    return state, metrics
+
+
+# ------------------------------------------------------------------------------------------ initial state
+
+
+def init_seed(program: Program, key, hparams) -> dict[str, Any]:
+    """One seed's fresh per-seed fields of the TrainState."""
+    agent_key, env_key, key = jax.random.split(key, 3)
+    num_envs, spec = program.loop.num_envs, program.spec
+    return dict(agent=program.agent.init(agent_key, spec, hparams), hparams=hparams,
+                buffer=buffer_lib.init(program.buffer_layout), env=program.env.reset(env_key),
+                normalizers=init_normalizers(spec.obs_size, num_envs),
+                carry=program.agent.init_carry(num_envs, spec, program.agent_cfg), key=key)
+
+
+def init_state(program: Program, keys, hparams) -> TrainState:
+    per_seed = jax.vmap(functools.partial(init_seed, program))(keys, hparams)
+    return TrainState(**per_seed, env_steps=jnp.zeros((), jnp.int32), updates=jnp.zeros((), jnp.int32))
+
+
+def init_members(program: Program, seeds: list[int], configs: list, mesh=None) -> TrainState:
+    """Member k trains with key PRNGKey(seeds[k]) and the numeric fields of configs[k]. With a ``mesh``
+    (``jaxrl.sharding.member_mesh``), the state is created already split over its devices."""
+    if len(seeds) != len(configs) or not seeds:
+        raise ConfigError(f"need one config per seed, got {len(seeds)} seed(s) and {len(configs)} config(s)")
+    for member in configs:
+        program.agent.check_config(member)
+    keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
+    hparams = stack_configs(configs, program.agent_cfg)
+    if mesh is None:
+        return jax.jit(program.initial_state)(keys, hparams)
+    sharding_lib.check_divisible(len(seeds), mesh)
+    shardings = sharding_lib.state_shardings(jax.eval_shape(program.initial_state, keys, hparams), mesh)
+    return jax.jit(program.initial_state, out_shardings=shardings)(keys, hparams)
+
+
+def init(program: Program, seed: int, num_seeds: int = 1, mesh=None) -> TrainState:
+    """Every member uses the program's agent config; seed k of a K-seed run uses exactly the key of a single run
+    with seed ``seed + k``."""
+    return init_members(program, [seed + k for k in range(num_seeds)], [program.agent_cfg] * num_seeds, mesh)
+
+
+# -------------------------------------------------------------------------------------------- make_train
+
+
+def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Program:
+    """The Program for ``agent`` on ``env``, validating the sizes first (ConfigError, one line)."""
+    agent.check_config(agent_cfg)
+    schedule = make_schedule(loop)
+    layout = buffer_lib.layout(loop.buffer_size, loop.num_envs, env.spec)
+    if agent_cfg.batch_size <= 0 or agent_cfg.batch_size > layout.rows * loop.num_envs:
+        raise ConfigError(f"batch_size={agent_cfg.batch_size} must be between 1 and the buffer's "
+                          f"{layout.rows * loop.num_envs} transitions (buffer_size)")
+    if loop.scale_rewards and not hasattr(agent_cfg, "gamma"):
+        raise ConfigError(f"scale_rewards needs the agent's discount, but {type(agent_cfg).__name__} has no gamma")
+    # Sampling needs a row whose successor is written: never update before two batched steps are in.
+    first_update = max(learning_starts(loop), 2 * schedule.env_steps_per_iter)
+    program = Program(agent, env, eval_env, loop, agent_cfg, schedule, layout, first_update, metric_shapes={})
+
+    def one_seed_metrics(key):
+        seed = init_seed(program, key, agent_cfg)
+        return learn(program, seed["agent"], agent_cfg, seed["buffer"], seed["normalizers"], key,
+                     schedule.block_updates)[1]
+
+    return dataclasses.replace(program, metric_shapes=jax.eval_shape(one_seed_metrics, jax.random.PRNGKey(0)))
+
+
+def make_train(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Trainer:
+    """Build the jitted program for ``agent`` on ``env`` (a VecEnv with ``loop.num_envs`` envs).
 
     ``agent_cfg`` fixes the program (its static fields) and is every member's config in ``init``; numeric fields
     may differ per member through ``init_members`` (sweeps). Inside the program they are traced arrays."""
-    agent.check_config(agent_cfg)
-    schedule = make_schedule(cfg)
-    spec = env.spec
-    batch_size = agent_cfg.batch_size
-    rows, _, _ = buffer_lib.layout(cfg.buffer_size, cfg.num_envs, spec.obs_size, spec.action_size,
-                                   env.decisions_per_episode, spec.can_terminate)
-    if batch_size <= 0 or batch_size > rows * cfg.num_envs:
-        raise ConfigError(f"batch_size={batch_size} must be between 1 and the buffer's {rows * cfg.num_envs} "
-                          "transitions (buffer_size)")
-    num_envs, action_size = cfg.num_envs, spec.action_size
-    if cfg.scale_rewards and not hasattr(agent_cfg, "gamma"):
-        raise ConfigError(f"scale_rewards needs the agent's discount, but {type(agent_cfg).__name__} has no gamma")
-    # Sampling needs a row whose successor is written: never update before two batched steps are in.
-    first_update = max(learning_starts(cfg), 2 * schedule.env_steps_per_iter)
-
-    def norm(stats, obs):
-        return normalize(stats.obs, obs) if cfg.normalize_obs else obs
-
-    def init_one(key, hparams):
-        agent_key, env_key, key = jax.random.split(key, 3)
-        return dict(agent=agent.init(agent_key, spec, hparams), hparams=hparams,
-                    buffer=buffer_lib.init(cfg.buffer_size, num_envs, spec.obs_size, action_size,
-                                           env.decisions_per_episode, spec.can_terminate),
-                    env=env.reset(env_key), normalizers=init_normalizers(spec.obs_size, num_envs),
-                    carry=agent.init_carry(num_envs, spec, agent_cfg), key=key)
-
-    def _init(keys, hparams):
-        per_seed = jax.vmap(init_one)(keys, hparams)
-        return TrainState(**per_seed, env_steps=jnp.zeros((), jnp.int32), updates=jnp.zeros((), jnp.int32))
-
-    def init_members(seeds, configs, mesh=None) -> TrainState:
-        """Member k trains with key PRNGKey(seeds[k]) and the numeric fields of configs[k]. With a ``mesh``
-        (``jaxrl.sharding.member_mesh``), the state is created already split over its devices."""
-        if len(seeds) != len(configs) or not seeds:
-            raise ConfigError(f"need one config per seed, got {len(seeds)} seed(s) and {len(configs)} config(s)")
-        for member in configs:
-            agent.check_config(member)
-        keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
-        hparams = stack_configs(configs, agent_cfg)
-        if mesh is None:
-            return jax.jit(_init)(keys, hparams)
-        sharding_lib.check_divisible(len(seeds), mesh)
-        shardings = sharding_lib.state_shardings(jax.eval_shape(_init, keys, hparams), mesh)
-        return jax.jit(_init, out_shardings=shardings)(keys, hparams)
-
-    def init(seed: int, num_seeds: int = 1, mesh=None) -> TrainState:
-        """Seed k of a K-seed run uses exactly the key of a single run with seed ``seed + k``."""
-        return init_members([seed + k for k in range(num_seeds)], [agent_cfg] * num_seeds, mesh)
-
-    # --------------------------------------------------------------------------- per-seed pieces (vmapped)
-
-    fresh_carry = agent.init_carry(num_envs, spec, agent_cfg)
-
-    def policy_actions(agent_state, hparams, stats, env_state, carry, key):
-        # An env that starts an episode starts from a fresh carry (e.g. a zero planner warm start).
-        first = env_state.episode_step == 0
-        carry = jax.tree.map(lambda fresh, c: jnp.where(first.reshape((-1,) + (1,) * (c.ndim - 1)), fresh, c),
-                             fresh_carry, carry)
-        return agent.act(agent_state, norm(stats, env_state.obs), key, hparams, False, carry)
-
-    def random_actions(agent_state, hparams, stats, env_state, carry, key):
-        return jax.random.uniform(key, (num_envs, action_size), minval=-1.0, maxval=1.0), carry
-
-    def env_step(env_state, buffer, stats, action, hparams):
-        new_env_state, out = env.step(env_state, action)
-        buffer = buffer_lib.add(buffer, env_state.obs, action, out.reward, out.terminated, out.truncated,
-                                out.final_obs, env_state.episode_step)
-        if cfg.normalize_obs:
-            stats = stats.replace(obs=update_stats(stats.obs, out.obs))
-        if cfg.scale_rewards:
-            stats = stats.replace(returns=update_return_stats(stats.returns, out.reward, out.done, hparams.gamma))
-        done = out.done.astype(jnp.float32)
-        return new_env_state, buffer, stats, jnp.sum(done * out.episode_return), jnp.sum(done)
-
-    def prepare(batch, stats):
-        """Normalise the batch's observations and scale its rewards with the current statistics."""
-        fields = {}
-        if cfg.normalize_obs:
-            fields.update({name: norm(stats, getattr(batch, name)) for name in ("obs", "next_obs")
-                           if hasattr(batch, name)})
-        if cfg.scale_rewards:
-            fields["reward"] = batch.reward * reward_scale(stats.returns, cfg.reward_scale_max_return)
-        return batch.replace(**fields)
-
-    def updates(agent_state, hparams, buffer, stats, key, count=schedule.block_updates):
-        def one(agent_state, key):
-            sample_key, update_key = jax.random.split(key)
-            batch = prepare(agent.sample_batch(buffer, sample_key, hparams), stats)
-            return agent.update(agent_state, batch, update_key, hparams)
-
-        agent_state, metrics = jax.lax.scan(one, agent_state, jax.random.split(key, count))
-        return agent_state, jax.tree.map(jnp.mean, metrics)
-
-    def eval_one(agent_state, hparams, stats, key):
-        policy = lambda obs, carry, key: agent.act(agent_state, norm(stats, obs), key, hparams, True, carry)  # noqa
-        return evaluate(eval_env, policy, key, cfg.num_eval_envs, agent.init_carry(cfg.num_eval_envs, spec, agent_cfg))
-
-    # Metric names and shapes, for the "no update yet" branch and the NaN guard.
-    def _metric_shapes():
-        def probe(key):
-            one_seed = init_one(key, agent_cfg)
-            return updates(one_seed["agent"], agent_cfg, one_seed["buffer"], one_seed["normalizers"], key)[1]
-
-        return jax.eval_shape(probe, jax.random.PRNGKey(0))
-
-    metric_shapes = _metric_shapes()
-    metric_names = tuple(sorted(metric_shapes))
-
-    # ------------------------------------------------------------------------------------ the compiled chunk
-
-    def block(carry, _):
-        state, sums = carry
-        keys = jax.vmap(lambda k: jax.random.split(k, 3))(state.key)
-        key, act_keys, update_keys = keys[:, 0], keys[:, 1], keys[:, 2]
-
-        def iteration(inner, act_key):
-            agent_state, env_state, buffer, stats, carry, env_steps, ep_sum, ep_count = inner
-            if cfg.warmup == "policy":
-                action, carry = over_seeds(policy_actions)(agent_state, hparams, stats, env_state, carry, act_key)
-            else:
-                action, carry = jax.lax.cond(env_steps < first_update, over_seeds(random_actions),
-                                             over_seeds(policy_actions), agent_state, hparams, stats, env_state,
-                                             carry, act_key)
-            env_state, buffer, stats, ret_sum, count = over_seeds(env_step)(env_state, buffer, stats, action,
-                                                                            hparams)
-            return (agent_state, env_state, buffer, stats, carry, env_steps + schedule.env_steps_per_iter,
-                    ep_sum + ret_sum, ep_count + count), None
-
-        act_keys = jax.vmap(lambda k: jax.random.split(k, schedule.block_iters))(act_keys).swapaxes(0, 1)
-        hparams = state.hparams
-        inner = (state.agent, state.env, state.buffer, state.normalizers, state.carry, state.env_steps,
-                 sums["episode_return_sum"], sums["episodes"])
-        inner, _ = jax.lax.scan(iteration, inner, act_keys)
-        agent_state, env_state, buffer, stats, carry, env_steps, ep_sum, ep_count = inner
-
-        learning = env_steps >= first_update
-        num_seeds = state.key.shape[0]
-        updates_done = state.updates
-        if cfg.pretrain_updates:
-            # One-shot pretraining on the seed data (TD-MPC2), in the first block that learns.
-            pretrain_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(update_keys)
-            pretrain = lambda a, h, b, s, k: over_seeds(  # noqa: E731
-                lambda a, h, b, s, k: updates(a, h, b, s, k, cfg.pretrain_updates)[0])(a, h, b, s, k)
-            starting = learning & (state.updates == 0)
-            agent_state = jax.lax.cond(starting, pretrain, lambda a, h, b, s, k: a, agent_state, hparams, buffer,
-                                       stats, pretrain_keys)
-            updates_done = updates_done + jnp.where(starting, cfg.pretrain_updates, 0)
-        no_update = lambda a, h, b, s, k: (a, jax.tree.map(  # noqa: E731
-            lambda m: jnp.zeros((num_seeds,) + m.shape, m.dtype), metric_shapes))
-        agent_state, metrics = jax.lax.cond(learning, over_seeds(updates), no_update,
-                                            agent_state, hparams, buffer, stats, update_keys)
-        # NaN guard: remember, per metric and seed, the first env step at which it was not finite.
-        first_bad = {name: jnp.where((sums["first_nonfinite"][name] < 0) & ~jnp.isfinite(metrics[name]),
-                                     env_steps, sums["first_nonfinite"][name]) for name in metric_names}
-        sums = dict(
-            metric_sums={n: sums["metric_sums"][n] + jnp.where(learning, metrics[n], 0.0) for n in metric_names},
-            metric_blocks=sums["metric_blocks"] + learning.astype(jnp.float32),
-            episode_return_sum=ep_sum, episodes=ep_count, first_nonfinite=first_bad)
-        state = state.replace(agent=agent_state, env=env_state, buffer=buffer, normalizers=stats, carry=carry,
-                              key=key, env_steps=env_steps,
-                              updates=updates_done + jnp.where(learning, schedule.block_updates, 0))
-        return (state, sums), None
-
-    def run_chunk(state: TrainState):
-        num_seeds = state.key.shape[0]
-        zeros = jnp.zeros((num_seeds,), jnp.float32)
-        sums = dict(metric_sums={n: zeros for n in metric_names}, metric_blocks=jnp.zeros((), jnp.float32),
-                    episode_return_sum=zeros, episodes=zeros,
-                    first_nonfinite={n: jnp.full((num_seeds,), -1, jnp.int32) for n in metric_names})
-        (state, sums), _ = jax.lax.scan(block, (state, sums), None, length=schedule.chunk_blocks)
-        keys = jax.vmap(jax.random.split)(state.key)
-        state = state.replace(key=keys[:, 0])
-        eval_return = over_seeds(eval_one)(state.agent, state.hparams, state.normalizers, keys[:, 1])
-        blocks = jnp.maximum(sums["metric_blocks"], 1.0)
-        metrics = {f"train/{n}": sums["metric_sums"][n] / blocks for n in metric_names}
-        metrics["train/episode_return"] = jnp.where(
-            sums["episodes"] > 0, sums["episode_return_sum"] / jnp.maximum(sums["episodes"], 1.0), jnp.nan)
-        metrics["eval/return"] = eval_return
-        metrics["nonfinite_step"] = sums["first_nonfinite"]
-        metrics["env_steps"] = state.env_steps
-        metrics["updates"] = state.updates
-        return state, metrics
-
-    return Trainer(init=init, init_members=init_members, run_chunk=jax.jit(run_chunk, donate_argnums=0),
-                   schedule=schedule, metric_names=metric_names)
+    program = describe(agent, env, eval_env, loop, agent_cfg)
+    return Trainer(init=functools.partial(init, program), init_members=functools.partial(init_members, program),
+                   run_chunk=jax.jit(functools.partial(run_chunk, program), donate_argnums=0),
+                   schedule=program.schedule, metric_names=program.metric_names, program=program)

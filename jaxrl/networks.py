@@ -1,18 +1,26 @@
 """Networks shared by the agents: MLPs, critic ensembles (vmap over parameters) and the tanh-Gaussian policy."""
 from __future__ import annotations
 
+import functools
 import math
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-ACTIVATIONS: dict[str, Callable] = {"relu": nn.relu, "elu": nn.elu, "gelu": nn.gelu, "mish": jax.nn.mish, "tanh": jnp.tanh}
+# "gelu" is PyTorch's exact x * Phi(x) (torch.nn.GELU(), DSAC-T's official networks); Flax's nn.gelu defaults to
+# the tanh approximation, available here as "gelu_tanh".
+ACTIVATIONS: dict[str, Callable] = {"relu": nn.relu, "elu": nn.elu,
+                                    "gelu": functools.partial(nn.gelu, approximate=False), "gelu_tanh": nn.gelu,
+                                    "mish": jax.nn.mish, "tanh": jnp.tanh}
 
 
 class MLP(nn.Module):
-    """Dense layers with an activation (and optional LayerNorm) between them; the last layer is linear."""
+    """Dense layers with an activation (then, optionally, LayerNorm) between them; the last layer is linear.
+
+    LayerNorm comes after the activation, as in ``brax.training.networks.MLP`` (Dense -> act -> LN), whose
+    ``layer_norm`` option Playground's DMC SAC config turns on."""
 
     hidden_sizes: Sequence[int]
     output_size: int
@@ -24,10 +32,9 @@ class MLP(nn.Module):
     def __call__(self, x):
         act = ACTIVATIONS[self.activation]
         for width in self.hidden_sizes:
-            x = nn.Dense(width, kernel_init=self.kernel_init)(x)
+            x = act(nn.Dense(width, kernel_init=self.kernel_init)(x))
             if self.layer_norm:
                 x = nn.LayerNorm()(x)
-            x = act(x)
         return nn.Dense(self.output_size, kernel_init=self.kernel_init)(x)
 
 

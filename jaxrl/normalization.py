@@ -1,11 +1,12 @@
 """Running statistics kept in the training state (pure updates, checkpointed with it): observation mean and
-variance, and the discounted-return statistics that scale rewards (SimbaV2, ALGORITHMS.md §5.3).
+variance, and the discounted-return statistics that scale rewards (SimbaV2: dojeon-ai/SimbaV2
+`scale_rl/agents/wrappers/normalization.py`).
 
 Float32 alone is not enough: over 10^6 one-sample updates of data at 1000 +- 0.5 a plain float32 Welford mean
 drifted by 0.016 (3 % of the std), because each increment is below the float32 spacing at 1000 (SimbaV2's
-users report the same failure). So mean and variance move by *compensated* (Kahan) increments: a second
-float32 per statistic carries the rounding error forward, which gives float64-like accuracy without enabling
-x64. ``tests/test_simbav2.py`` checks a million one-at-a-time updates against float64.
+users report the same failure, DAVIAN-Robotics/SimbaV2#8). So mean and variance move by *compensated* (Kahan)
+increments: a second float32 per statistic carries the rounding error forward, which gives float64-like accuracy
+without enabling x64. ``tests/test_simbav2.py`` checks a million one-at-a-time updates against float64.
 """
 from __future__ import annotations
 

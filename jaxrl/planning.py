@@ -1,4 +1,5 @@
-"""MPPI planning in a learned latent model (TD-MPC2's ``_plan``, ALGORITHMS.md §6.3), as one pure function.
+"""MPPI planning in a learned latent model (TD-MPC2's ``_plan``, nicklashansen/tdmpc2
+`tdmpc2/tdmpc2.py`), as one pure function.
 
 ``plan`` decides for one latent state; ``jax.vmap`` over it plans for every env at once inside the compiled
 training loop (the official code and its JAX port plan one env at a time from Python). The model is passed as
@@ -12,7 +13,8 @@ an episode start.
 """
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -1,11 +1,12 @@
 """Discrete regression of scalars (TD-MPC2, Hansen et al. 2024; DreamerV3): symlog space, two-hot targets on a
-fixed bin grid, soft cross-entropy, and the read-out back to a scalar (ALGORITHMS.md §6.1)."""
+fixed bin grid, soft cross-entropy, and the read-out back to a scalar (nicklashansen/tdmpc2
+`tdmpc2/common/math.py`: ``two_hot``, ``soft_ce``, ``two_hot_inv``)."""
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
 
-from jaxrl.updates import categorical_projection
+from jaxrl.distributional import categorical_projection
 
 
 def symlog(x):

@@ -14,7 +14,7 @@ class EnvSpec:
 
     obs_size: int = flax.struct.field(pytree_node=False)
     action_size: int = flax.struct.field(pytree_node=False)
-    episode_length: int = flax.struct.field(pytree_node=False)
+    decisions_per_episode: int = flax.struct.field(pytree_node=False)  # the time limit in agent decisions
     can_terminate: bool = flax.struct.field(pytree_node=False, default=True)
 
 

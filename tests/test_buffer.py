@@ -5,6 +5,7 @@ import pytest
 
 from jaxrl import ConfigError
 from jaxrl import buffer as B
+from jaxrl.types import EnvSpec
 
 N, OBS, ACT = 2, 1, 1
 
@@ -12,7 +13,7 @@ N, OBS, ACT = 2, 1, 1
 def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=()):
     """Write ``steps`` rows. Env e at global step t observes 100 e + t; every ``episode_length`` decisions the
     episode is truncated (or terminated at steps in ``terminate_at``) with true final obs -(100 e + t + 1)."""
-    state = B.init(capacity, N, OBS, ACT, episode_length, can_terminate)
+    state = B.init(B.layout(capacity, N, EnvSpec(OBS, ACT, episode_length, can_terminate)))
     ep_step = np.zeros(N, np.int32)
     for t in range(steps):
         obs = jnp.array([[100.0 * e + t] for e in range(N)])
@@ -27,20 +28,19 @@ def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=()):
 
 
 def test_layout_counts_total_transitions_and_stores_final_obs_sparsely():
-    rows, slots, nbytes = B.layout(1000, 4, 10, 2, 100, can_terminate=False)
-    assert rows == 250 and slots == 5
-    rows, slots, _ = B.layout(1000, 4, 10, 2, 100, can_terminate=True)
-    assert slots == rows
-    state = B.init(1000, 4, 10, 2, 100, False)
+    layout = B.layout(1000, 4, EnvSpec(10, 2, 100, can_terminate=False))
+    assert layout.rows == 250 and layout.final_slots == 5
+    assert B.layout(1000, 4, EnvSpec(10, 2, 100, can_terminate=True)).final_slots == layout.rows
+    state = B.init(layout)
     assert state.obs.shape == (250, 4, 10) and state.final_obs.shape == (5, 4, 10)
-    assert nbytes == sum(x.nbytes for x in jax.tree.leaves(state)) - 8 - 4 * 4  # minus counters
+    assert layout.nbytes == sum(x.nbytes for x in jax.tree.leaves(state)) - 8 - 4 * 4  # minus counters
 
 
 def test_sizes_are_validated_with_one_line_errors():
     with pytest.raises(ConfigError, match="buffer_size must be a positive"):
-        B.layout(0, 2, 1, 1, 10, False)
+        B.layout(0, 2, EnvSpec(1, 1, 10, False))
     with pytest.raises(ConfigError, match="at least 2 steps of every env"):
-        B.layout(3, 2, 1, 1, 10, False)
+        B.layout(3, 2, EnvSpec(1, 1, 10, False))
     with pytest.raises(ConfigError, match=r"needs .* GiB .* only .* available"):
         B.check_fits(10 * 2**30, copies=2, limit=2**30)
 

@@ -7,41 +7,12 @@ import sys
 import time
 
 import numpy as np
-import orbax.checkpoint as ocp
 import pytest
+
+from tests.helpers import TINY, assert_one_line_error, jaxrl, saved_state, tiny
 
 AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2"]
 NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN test blows up (1e30: finite, so accepted)
-
-
-def tiny(agent="sac"):
-    split_widths = [f"--{agent}.actor-hidden-sizes", "16", "16", f"--{agent}.critic-hidden-sizes", "16", "16"]
-    simba_widths = ["--simbav2.actor-hidden-dim", "16", "--simbav2.critic-hidden-dim", "16"]
-    tdmpc_sizes = ["--tdmpc2.latent-dim", "16", "--tdmpc2.hidden-dim", "16", "--tdmpc2.encoder-dim", "16",
-                   "--tdmpc2.num-samples", "32", "--tdmpc2.num-elites", "4", "--tdmpc2.num-pi-trajs", "4",
-                   "--tdmpc2.iterations", "1", "--pretrain-updates", "10"]
-    widths = {"tqc": split_widths, "dsac_t": split_widths, "simbav2": simba_widths, "tdmpc2": tdmpc_sizes}
-    return ["--agent", agent, "--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2",
-            "--eval-every", "200", "--learning-starts", "200", "--buffer-size", "4000",
-            *widths.get(agent, [f"--{agent}.hidden-sizes", "16", "16"]), f"--{agent}.batch-size", "32"]
-
-
-TINY = tiny()
-
-
-def jaxrl(*args, timeout=600):
-    return subprocess.run([sys.executable, "-m", "experiments.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def assert_one_line_error(result, *fragments):
-    assert result.returncode != 0
-    assert "Traceback" not in result.stderr, result.stderr
-    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
-    assert lines and lines[-1].startswith("jaxrl: error:"), result.stderr
-    assert len([line for line in lines if line.startswith("jaxrl: error:")]) == 1
-    for fragment in fragments:
-        assert fragment in lines[-1], lines[-1]
 
 
 @pytest.mark.parametrize("args, fragments", [
@@ -89,11 +60,6 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
     assert result.returncode == 3
     assert_one_line_error(result, "non-finite", "_loss at env step 300", "env step 200")
     assert sorted(os.listdir(os.path.join(run_dir, "checkpoints"))) == ["200"]
-
-
-def saved_state(run_dir, step):
-    """The whole saved training state as {key path: array}."""
-    return ocp.StandardCheckpointer().restore(os.path.join(run_dir, "checkpoints", str(step), "state"))
 
 
 # (total env steps, checkpoint every): the planner makes TD-MPC2's tiny run ~10x slower per step.

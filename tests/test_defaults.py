@@ -10,7 +10,7 @@ import pytest
 
 import envs
 from experiments import rundir
-from experiments.train import config_to_dict
+from experiments.rundir import config_to_dict
 from jaxrl.loop import LoopConfig
 
 

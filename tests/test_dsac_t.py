@@ -6,13 +6,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 import optax
+import pytest
 
 from agents import dsac_t
 from jaxrl.loop import LoopConfig, default_loop_config
-from tests.test_learning import train
-from tests.test_sac_losses import BATCH, KEY, FixedActor, sampled
+from tests.helpers import BATCH, KEY, FixedActor, sampled, train
 
 CFG = dsac_t.Config(gamma=0.9, tau=0.1, tau_b=0.2, init_alpha=0.5)
 
@@ -38,8 +37,8 @@ def make_state(online, target=None, mean_std=(0.0, 0.0), num_updates=0):
         target_critic_params=target_params, log_alpha=jnp.log(jnp.float32(0.5)), target_entropy=jnp.float32(-1.0),
         actor_opt_state=opt.init(actor_params), critic_opt_state=opt.init(critic_params),
         alpha_opt_state=opt.init(jnp.float32(0.0)), mean_std=jnp.array(mean_std, jnp.float32),
-        num_updates=jnp.int32(num_updates), last_actor_loss=jnp.float32(0.0), last_entropy=jnp.float32(0.0),
-        actor=actor, critic=critic)
+        num_updates=jnp.int32(num_updates),
+        last_policy_metrics=dict.fromkeys(dsac_t.DELAYED_METRICS, jnp.float32(0.0)), actor=actor, critic=critic)
 
 
 def softplus(x):
@@ -87,7 +86,8 @@ def test_the_twin_with_the_smaller_target_mean_supplies_both_targets():
 
 def test_xi_is_clipped_to_three():
     state = make_state([[[0.0, 0.0]] * 2] * 2)
-    tiny_clip = dsac_t.Config(gamma=0.9, init_alpha=0.5, clip_boundary=1e-3)  # |xi| <= 0.001: y_z within ~0.9*0.7e-3 of y_q
+    # |xi| <= 0.001: y_z within ~0.9*0.7e-3 of y_q
+    tiny_clip = dsac_t.Config(gamma=0.9, init_alpha=0.5, clip_boundary=1e-3)
     y_q, y_z = dsac_t.distributional_targets(state, BATCH, KEY, tiny_clip)
     assert np.all(np.abs(np.asarray(y_z - y_q)) <= 0.9 * softplus(0.0) * 1e-3 + 1e-6)
 

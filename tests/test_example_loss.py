@@ -3,7 +3,7 @@ import numpy as np
 
 from agents import sac
 from experiments.examples.sac_huber import AGENT, huber_critic_loss
-from tests.test_sac_losses import BATCH, KEY, make_state
+from tests.helpers import BATCH, KEY, make_state
 
 
 def test_huber_loss_is_half_mse_for_small_errors_and_linear_for_large():

@@ -1,26 +1,13 @@
 """Small but real learning tests: probe envs with analytic answers, and a swing-up with a return threshold."""
-import math
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-import envs
 from agents import sac
-from jaxrl.loop import LoopConfig, make_train
-
-
-def train(env_name, loop_cfg, agent_cfg, seed=0, seeds=1, agent=sac.AGENT):
-    env = envs.make(env_name, loop_cfg.num_envs)
-    eval_env = envs.make(env_name, loop_cfg.num_eval_envs)
-    trainer = make_train(agent, env, eval_env, loop_cfg, agent_cfg)
-    state = trainer.init(seed, seeds)
-    history = []
-    for _ in range(math.ceil(loop_cfg.steps / trainer.schedule.chunk_env_steps)):
-        state, metrics = trainer.run_chunk(state)
-        history.append(jax.device_get(metrics))
-    return state, history
+from jaxrl.loop import LoopConfig
+from tests.helpers import train
 
 
 def q_values(state, obs, action):

@@ -84,7 +84,7 @@ def test_seed_k_of_vmapped_run_matches_single_run(trainer, three_chunks):
         single, m = trainer.run_chunk(single)
     leaves3 = jax.tree.leaves(state3.agent.actor_params)
     leaves1 = jax.tree.leaves(single.agent.actor_params)
-    for a, b in zip(leaves3, leaves1):
+    for a, b in zip(leaves3, leaves1, strict=True):
         np.testing.assert_allclose(a[2], b[0], rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(metrics3[-1]["eval/return"][2], m["eval/return"][0], rtol=1e-4)
     # Warm-up actions are drawn from the same keys: identical bit for bit.

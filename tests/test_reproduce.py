@@ -8,7 +8,7 @@ import pytest
 import envs
 from experiments import configs, reproduce
 from jaxrl import ConfigError
-from tests.test_sweep import TINY_TABLES
+from tests.helpers import TINY_TABLES
 
 
 def test_every_published_dmc_task_that_playground_has_maps_to_its_env():

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from experiments import rundir
-from jaxrl import ConfigError, checkpoint
-from tests.test_cli import TINY, assert_one_line_error, jaxrl, saved_state
+from jaxrl import ConfigError, checkpoint, files
+from tests.helpers import TINY, assert_one_line_error, jaxrl, saved_state
 
 # Explicit warm-up so the run's length can change without changing when learning starts.
 RUN = [*TINY, "--learning-starts", "100"]
@@ -26,11 +26,12 @@ RUN = [*TINY, "--learning-starts", "100"]
 def snapshot(directory):
     """Every file's bytes and modification time: "nothing changed" means this is equal before and after."""
     out = {}
-    for root, _, files in os.walk(directory):
-        for name in files:
+    for root, _, names in os.walk(directory):
+        for name in names:
             path = os.path.join(root, name)
             with open(path, "rb") as f:
-                out[os.path.relpath(path, directory)] = (hashlib.sha256(f.read()).hexdigest(), os.stat(path).st_mtime_ns)
+                digest = hashlib.sha256(f.read()).hexdigest()
+                out[os.path.relpath(path, directory)] = (digest, os.stat(path).st_mtime_ns)
     return out
 
 
@@ -194,14 +195,14 @@ def test_a_torn_last_metrics_line_is_dropped_on_resume(finished, tmp_path):
 
 def test_json_writes_are_atomic(tmp_path, monkeypatch):
     path = str(tmp_path / "config.json")
-    rundir.write_json(path, {"a": 1})
+    files.write_json(path, {"a": 1})
 
     def crash(src, dst):
         raise OSError("simulated crash before the rename")
 
     monkeypatch.setattr(os, "replace", crash)
     with pytest.raises(OSError):
-        rundir.write_json(path, {"a": 2})
+        files.write_json(path, {"a": 2})
     assert json.load(open(path)) == {"a": 1} and os.listdir(tmp_path) == ["config.json"]
 
 
@@ -381,15 +382,15 @@ def test_writes_to_a_read_only_disk_raise_one_line_errors(small_disk):
     logger.close()
     subprocess.run(["mount", "-o", "remount,ro", str(small_disk)], check=True)
     try:
-        with pytest.raises(checkpoint.WriteError, match=r"cannot write .*ckpt/2: Read-only file system .*MiB needed"):
+        with pytest.raises(files.WriteError, match=r"cannot write .*ckpt/2: Read-only file system .*MiB needed"):
             checkpoint.save(mngr, 2, small_state())
         logger = RunLogger.__new__(RunLogger)
         logger.__dict__.update(run_dir=str(small_disk / "run"), member_label="seed", write=True, rows=[],
                                jsonl_path=str(small_disk / "run" / "metrics.jsonl"),
                                csv_path=str(small_disk / "run" / "metrics.csv"), tb=None)
-        with pytest.raises(checkpoint.WriteError, match="metrics.jsonl: Read-only file system"):
+        with pytest.raises(files.WriteError, match="metrics.jsonl: Read-only file system"):
             logger._write(logger.jsonl_path, "{}\n", atomic=False)
-        with pytest.raises(checkpoint.WriteError, match="metrics.csv: Read-only file system"):
+        with pytest.raises(files.WriteError, match="metrics.csv: Read-only file system"):
             logger._write(logger.csv_path, "a\n", atomic=True)
     finally:
         subprocess.run(["mount", "-o", "remount,rw", str(small_disk)], check=True)

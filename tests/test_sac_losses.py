@@ -1,63 +1,11 @@
 """SAC's losses on a tiny batch against values computed by hand (numpy), with networks simple enough to
 evaluate on paper: a state-independent Gaussian actor and linear critics."""
-import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optax
 
 from agents import sac
-from jaxrl.types import Batch
-
-
-class FixedActor(nn.Module):
-    """mean and log_std are parameters, independent of the observation."""
-
-    @nn.compact
-    def __call__(self, obs):
-        mean = self.param("mean", lambda k: jnp.array([0.2]))
-        log_std = self.param("log_std", lambda k: jnp.array([-1.0]))
-        return jnp.broadcast_to(mean, obs.shape[:-1] + (1,)), jnp.broadcast_to(log_std, obs.shape[:-1] + (1,))
-
-
-class LinearCritics(nn.Module):
-    """Two critics Q_j(s, a) = w_j s + v_j a, output [2, B, 1]."""
-
-    @nn.compact
-    def __call__(self, obs, action):
-        w = self.param("w", lambda k: jnp.array([1.0, 2.0]))
-        v = self.param("v", lambda k: jnp.array([0.5, -1.0]))
-        q = w[:, None] * obs[None, :, 0] + v[:, None] * action[None, :, 0]
-        return q[..., None]
-
-
-CFG = sac.Config(gamma=0.9, tau=0.1, init_alpha=0.5)
-BATCH = Batch(obs=jnp.array([[1.0], [2.0]]), action=jnp.array([[0.5], [-0.5]]), reward=jnp.array([1.0, -1.0]),
-              next_obs=jnp.array([[3.0], [-1.0]]), terminated=jnp.array([False, True]),
-              truncated=jnp.array([True, False]))
-KEY = jax.random.PRNGKey(7)
-
-
-def make_state(target_scale=1.0):
-    actor, critic = FixedActor(), LinearCritics()
-    actor_params = actor.init(KEY, BATCH.obs)
-    critic_params = critic.init(KEY, BATCH.obs, BATCH.action)
-    target = jax.tree.map(lambda x: target_scale * x, critic_params)
-    log_alpha = jnp.log(jnp.float32(CFG.init_alpha))
-    opt = optax.adam(1e-3)
-    return sac.State(actor_params=actor_params, critic_params=critic_params, target_critic_params=target,
-                     log_alpha=log_alpha, target_entropy=jnp.float32(-1.0), actor_opt_state=opt.init(actor_params),
-                     critic_opt_state=opt.init(critic_params), alpha_opt_state=opt.init(log_alpha),
-                     actor=actor, critic=critic)
-
-
-def sampled(key, n):
-    """The tanh-Gaussian sample and log-prob the losses draw with ``key``, computed by hand in numpy."""
-    eps = np.asarray(jax.random.normal(key, (n, 1)), np.float64)[:, 0]
-    mean, std = 0.2, np.exp(-1.0)
-    u = mean + std * eps
-    log_prob = -0.5 * eps**2 - np.log(std) - 0.5 * np.log(2 * np.pi) - np.log(1 - np.tanh(u) ** 2)
-    return np.tanh(u), log_prob
+from tests.helpers import BATCH, CFG, KEY, make_state, sampled
 
 
 def test_critic_loss_by_hand_bootstraps_through_truncation_not_termination():

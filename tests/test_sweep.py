@@ -13,6 +13,7 @@ from agents import sac, tqc
 from experiments import sweep as sweep_lib
 from jaxrl import ConfigError
 from jaxrl.loop import LoopConfig, make_train
+from tests.helpers import TINY_TABLES
 
 LOOP = LoopConfig(steps=400, num_envs=4, num_eval_envs=2, eval_every=200, learning_starts=200, buffer_size=4000)
 SMALL = sac.Config(hidden_sizes=(16, 16), batch_size=32)
@@ -38,7 +39,7 @@ def test_each_member_of_a_vmapped_program_equals_its_own_run(trainer):
     np.testing.assert_allclose(together.hparams.actor_lr, [1e-3, 1e-12, 3e-4], rtol=1e-6)
     for k, (seed, cfg) in enumerate(members):
         _, alone, alone_metrics = run(trainer, [seed], [cfg])
-        jax.tree.map(lambda a, b: np.testing.assert_allclose(a[k], b[0], rtol=2e-4, atol=2e-5),
+        jax.tree.map(lambda a, b, k=k: np.testing.assert_allclose(a[k], b[0], rtol=2e-4, atol=2e-5),
                      together.agent.critic_params, alone.agent.critic_params)
         np.testing.assert_allclose(metrics["eval/return"][k], alone_metrics["eval/return"][0], rtol=1e-3)
     # The swept value is really used: a tiny actor learning rate leaves that member's actor (nearly) untouched ...
@@ -70,19 +71,6 @@ def test_tqc_dropped_atoms_are_a_swept_value():
     assert diff > 1e-3
 
 
-# The tiny SAC run of these tests as config-file tables (test_reproduce uses them too).
-TINY_TABLES = """
-[loop]
-steps = 400
-num_envs = 4
-num_eval_envs = 2
-eval_every = 200
-learning_starts = 200
-buffer_size = 4000
-[agent_config]
-batch_size = 32
-hidden_sizes = [16, 16]
-"""
 SWEEP = """
 agent = "sac"
 envs = ["toy/Pendulum"]
@@ -464,7 +452,8 @@ def test_a_slurm_job_signalled_before_its_time_limit_is_requeued_and_resumes_fro
     sweep_lib.write_plan(path, spec, groups, out)
     # A 2-minute limit: submitit counts a signal after min(80 %, limit - 10 min) of it as a time-out, so from the
     # start here. A time-out is requeued only if the job is checkpointable (a preemption always is).
-    (job,) = launch.submit_slurm(out, [[m.id for m in groups[0].members]], {"cluster": "local", "timeout_min": 2})
+    (job,) = launch.submit_slurm(sweep_lib.run_program, out, [[m.id for m in groups[0].members]],
+                                 {"cluster": "local", "timeout_min": 2})
     group_dir = os.path.join(out, "groups", groups[0].name)
     metrics = os.path.join(group_dir, "metrics.jsonl")
     deadline = time.time() + 600

@@ -3,13 +3,12 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 import optax
+import pytest
 
 from agents import td3
-from tests.test_learning import train
-from tests.test_sac_losses import BATCH, KEY, LinearCritics
 from jaxrl.loop import LoopConfig
+from tests.helpers import BATCH, KEY, LinearCritics, train
 
 
 class LinearActor(nn.Module):
@@ -31,7 +30,8 @@ def make_state(target_scale=1.0):
                      critic_params=critic_params,
                      target_critic_params=jax.tree.map(lambda x: target_scale * x, critic_params),
                      actor_opt_state=opt.init(actor_params), critic_opt_state=opt.init(critic_params),
-                     num_updates=jnp.zeros((), jnp.int32), last_actor_loss=jnp.zeros(()), actor=actor, critic=critic)
+                     num_updates=jnp.zeros((), jnp.int32), actor=actor, critic=critic,
+                     last_actor_metrics=dict.fromkeys(td3.DELAYED_METRICS, jnp.zeros(())))
 
 
 def test_smoothing_noise_is_clipped_then_the_action():

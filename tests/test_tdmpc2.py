@@ -10,15 +10,15 @@ from jaxrl import buffer as B
 from jaxrl.loop import LoopConfig, default_loop_config
 from jaxrl.regression import bins, two_hot_inverse
 from jaxrl.types import EnvSpec
-from tests.test_learning import train
+from tests.helpers import train
 
-SPEC = EnvSpec(obs_size=3, action_size=2, episode_length=50, can_terminate=False)
+SPEC = EnvSpec(obs_size=3, action_size=2, decisions_per_episode=50, can_terminate=False)
 CFG = tdmpc2.Config(latent_dim=16, hidden_dim=32, encoder_dim=16, batch_size=8, num_samples=32, num_elites=4,
                     num_pi_trajs=4, iterations=2, gamma=0.9)
 
 
 def filled_buffer(steps=60, num_envs=2, episode=20):
-    buf = B.init(1000, num_envs, SPEC.obs_size, SPEC.action_size, episode, False)
+    buf = B.init(B.layout(1000, num_envs, SPEC.replace(decisions_per_episode=episode)))
     key = jax.random.PRNGKey(2)
     for i in range(steps):
         key, k1, k2 = jax.random.split(key, 3)

@@ -3,14 +3,13 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
-import pytest
 import optax
+import pytest
 
 from agents import tqc
 from jaxrl.loop import LoopConfig
-from jaxrl.updates import quantile_huber_loss
-from tests.test_learning import train
-from tests.test_sac_losses import BATCH, KEY, FixedActor, sampled
+from jaxrl.losses import quantile_huber_loss
+from tests.helpers import BATCH, KEY, FixedActor, sampled, train
 
 
 def test_quantile_huber_loss_by_hand():
@@ -116,6 +115,6 @@ def test_quantile_huber_hand_written_gradient_matches_autodiff():
     for kappa in (1.0, 0.5):
         expected = jax.grad(reference, argnums=(0, 1))(quantiles, targets, kappa)
         got = jax.grad(quantile_huber_loss, argnums=(0, 1))(quantiles, targets, kappa)
-        for e, g in zip(expected, got):
+        for e, g in zip(expected, got, strict=True):
             np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-8)
     np.testing.assert_allclose(quantile_huber_loss(quantiles, targets), reference(quantiles, targets, 1.0), rtol=1e-6)

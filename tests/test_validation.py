@@ -183,7 +183,7 @@ def test_make_train_refuses_before_building_anything():
 
 
 def _run_config():
-    from experiments.train import RunConfig
+    from experiments.rundir import RunConfig
 
     return RunConfig
 
@@ -219,7 +219,7 @@ def test_config_file_values_of_the_wrong_type_fail_with_one_line(agent_name, sec
 
 def test_json_values_of_a_saved_run_pass_the_type_check():
     """config.json holds lists for tuples, null for None and ints for whole floats: all accepted."""
-    from experiments.train import config_to_dict
+    from experiments.rundir import config_to_dict
 
     for name in AGENTS:
         agent = get_agent(name)
@@ -233,7 +233,7 @@ def test_json_values_of_a_saved_run_pass_the_type_check():
 
 @pytest.mark.parametrize("name", configs.list_configs())
 def test_every_named_config_passes_the_type_and_value_checks(name):
-    from experiments.train import config_from_dict
+    from experiments.rundir import config_from_dict
 
     saved = configs.load(name)
     agent = get_agent(saved["agent"])

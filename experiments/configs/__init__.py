@@ -3,17 +3,18 @@
 A file has the layout of a run directory's ``config.json``: ``agent = "name"`` and the tables ``[run]``,
 ``[loop]`` and ``[agent_config]``, each holding fields of ``RunConfig``, ``LoopConfig`` and the agent's
 ``Config``; an optional ``[reproduce]`` table (algorithm name in the targets table, tasks, seeds, max_return)
-is what ``jaxrl reproduce`` runs. Precedence: the agent's defaults < the file < command-line flags. TOML because comments can say
-where each protocol value comes from (``tomllib`` is in the standard library).
+is what ``jaxrl reproduce`` runs. Precedence: the agent's defaults < the file < command-line flags. TOML because
+comments can say where each protocol value comes from (``tomllib`` is in the standard library).
 """
 from __future__ import annotations
 
 import dataclasses
 import os
-import tomllib
 import types
 import typing
 from typing import Any
+
+import tomllib
 
 from jaxrl import ConfigError
 
@@ -92,7 +93,7 @@ def _fits(value: Any, hint: Any) -> bool:
             return False
         if len(args) == 2 and args[1] is Ellipsis:
             return all(_fits(v, args[0]) for v in value)
-        return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args))
+        return len(value) == len(args) and all(_fits(v, a) for v, a in zip(value, args, strict=True))
     return True  # an annotation this check does not know: leave the value to the config class
 
 

@@ -1,11 +1,11 @@
-"""Update rules shared by the agents: Polyak averaging, TD targets and the automatic temperature."""
+"""Targets and losses the agents share: Polyak averaging, the TD target, SAC's automatic temperature and the
+quantile Huber loss (distributional critics: TQC, DSAC-T's relatives)."""
 from __future__ import annotations
 
 import functools
 
 import jax
 import jax.numpy as jnp
-import optax
 
 
 def polyak_update(params, target_params, tau):
@@ -88,23 +88,3 @@ def _quantile_huber_bwd(kappa, residuals, cotangent):
 
 
 _quantile_huber_loss.defvjp(_quantile_huber_fwd, _quantile_huber_bwd)
-
-
-def apply_updates(params, grads, opt_state, optimizer: optax.GradientTransformation):
-    """One optimizer step; returns (new_params, new_opt_state)."""
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return optax.apply_updates(params, updates), opt_state
-
-
-def categorical_projection(atoms, probs, support):
-    """Project mass ``probs`` [B, K] sitting at ``atoms`` [B, K] onto the evenly spaced ``support`` [M] (C51,
-    Bellemare et al. 2017, Alg. 1): atoms are clipped into the support, and each atom's mass is split between
-    its two neighbouring bins in proportion to closeness (all of it to one bin when it sits exactly on it).
-
-    Written as m_i = sum_k p_k max(0, 1 - |b_k - i|) with b_k the atom's fractional bin index: the floor/ceil
-    rule without scatter, one fused [B, K, M] expression.
-    """
-    v_min, v_max, num_bins = support[0], support[-1], support.shape[0]
-    position = (jnp.clip(atoms, v_min, v_max) - v_min) / ((v_max - v_min) / (num_bins - 1))
-    weight = jnp.clip(1.0 - jnp.abs(position[..., :, None] - jnp.arange(num_bins, dtype=atoms.dtype)), 0.0, 1.0)
-    return jnp.einsum("bk,bkm->bm", probs, weight)

@@ -1,0 +1,23 @@
+"""The single-env interface every backend (Brax, Playground, the toy tasks) is adapted to."""
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+
+@dataclasses.dataclass(frozen=True)
+class RawEnv:
+    """One unbatched environment.
+
+    ``reset(key) -> (state, obs)``; ``step(state, action) -> (state, obs, reward, terminated)``.
+    ``episode_length`` is the time limit in env steps, i.e. simulator steps (the wrappers turn it into truncation).
+    """
+
+    name: str
+    obs_size: int
+    action_size: int
+    episode_length: int
+    can_terminate: bool
+    reset: Callable[[Any], tuple[Any, Any]]
+    step: Callable[[Any, Any], tuple[Any, Any, Any, Any]]

@@ -1,0 +1,134 @@
+"""What several test files share: a tiny training helper, SAC's hand-computable networks and batch, the CLI
+runner and its one-line-error check, and the tiny run's settings."""
+import math
+import os
+import subprocess
+import sys
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import orbax.checkpoint as ocp
+
+import envs
+from agents import sac
+from jaxrl.loop import make_train
+from jaxrl.types import Batch
+
+
+def train(env_name, loop_cfg, agent_cfg, seed=0, seeds=1, agent=sac.AGENT):
+    env = envs.make(env_name, loop_cfg.num_envs)
+    eval_env = envs.make(env_name, loop_cfg.num_eval_envs)
+    trainer = make_train(agent, env, eval_env, loop_cfg, agent_cfg)
+    state = trainer.init(seed, seeds)
+    history = []
+    for _ in range(math.ceil(loop_cfg.steps / trainer.schedule.chunk_env_steps)):
+        state, metrics = trainer.run_chunk(state)
+        history.append(jax.device_get(metrics))
+    return state, history
+
+
+class FixedActor(nn.Module):
+    """mean and log_std are parameters, independent of the observation."""
+
+    @nn.compact
+    def __call__(self, obs):
+        mean = self.param("mean", lambda k: jnp.array([0.2]))
+        log_std = self.param("log_std", lambda k: jnp.array([-1.0]))
+        return jnp.broadcast_to(mean, obs.shape[:-1] + (1,)), jnp.broadcast_to(log_std, obs.shape[:-1] + (1,))
+
+
+class LinearCritics(nn.Module):
+    """Two critics Q_j(s, a) = w_j s + v_j a, output [2, B, 1]."""
+
+    @nn.compact
+    def __call__(self, obs, action):
+        w = self.param("w", lambda k: jnp.array([1.0, 2.0]))
+        v = self.param("v", lambda k: jnp.array([0.5, -1.0]))
+        q = w[:, None] * obs[None, :, 0] + v[:, None] * action[None, :, 0]
+        return q[..., None]
+
+
+CFG = sac.Config(gamma=0.9, tau=0.1, init_alpha=0.5)
+
+
+BATCH = Batch(obs=jnp.array([[1.0], [2.0]]), action=jnp.array([[0.5], [-0.5]]), reward=jnp.array([1.0, -1.0]),
+              next_obs=jnp.array([[3.0], [-1.0]]), terminated=jnp.array([False, True]),
+              truncated=jnp.array([True, False]))
+
+
+KEY = jax.random.PRNGKey(7)
+
+
+def make_state(target_scale=1.0):
+    actor, critic = FixedActor(), LinearCritics()
+    actor_params = actor.init(KEY, BATCH.obs)
+    critic_params = critic.init(KEY, BATCH.obs, BATCH.action)
+    target = jax.tree.map(lambda x: target_scale * x, critic_params)
+    log_alpha = jnp.log(jnp.float32(CFG.init_alpha))
+    opt = optax.adam(1e-3)
+    return sac.State(actor_params=actor_params, critic_params=critic_params, target_critic_params=target,
+                     log_alpha=log_alpha, target_entropy=jnp.float32(-1.0), actor_opt_state=opt.init(actor_params),
+                     critic_opt_state=opt.init(critic_params), alpha_opt_state=opt.init(log_alpha),
+                     actor=actor, critic=critic)
+
+
+def sampled(key, n):
+    """The tanh-Gaussian sample and log-prob the losses draw with ``key``, computed by hand in numpy."""
+    eps = np.asarray(jax.random.normal(key, (n, 1)), np.float64)[:, 0]
+    mean, std = 0.2, np.exp(-1.0)
+    u = mean + std * eps
+    log_prob = -0.5 * eps**2 - np.log(std) - 0.5 * np.log(2 * np.pi) - np.log(1 - np.tanh(u) ** 2)
+    return np.tanh(u), log_prob
+
+
+def tiny(agent="sac"):
+    split_widths = [f"--{agent}.actor-hidden-sizes", "16", "16", f"--{agent}.critic-hidden-sizes", "16", "16"]
+    simba_widths = ["--simbav2.actor-hidden-dim", "16", "--simbav2.critic-hidden-dim", "16"]
+    tdmpc_sizes = ["--tdmpc2.latent-dim", "16", "--tdmpc2.hidden-dim", "16", "--tdmpc2.encoder-dim", "16",
+                   "--tdmpc2.num-samples", "32", "--tdmpc2.num-elites", "4", "--tdmpc2.num-pi-trajs", "4",
+                   "--tdmpc2.iterations", "1", "--pretrain-updates", "10"]
+    widths = {"tqc": split_widths, "dsac_t": split_widths, "simbav2": simba_widths, "tdmpc2": tdmpc_sizes}
+    return ["--agent", agent, "--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2",
+            "--eval-every", "200", "--learning-starts", "200", "--buffer-size", "4000",
+            *widths.get(agent, [f"--{agent}.hidden-sizes", "16", "16"]), f"--{agent}.batch-size", "32"]
+
+
+TINY = tiny()
+
+
+def jaxrl(*args, timeout=600):
+    return subprocess.run([sys.executable, "-m", "experiments.cli", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def assert_one_line_error(result, *fragments):
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.strip().splitlines() if line.strip()]
+    assert lines and lines[-1].startswith("jaxrl: error:"), result.stderr
+    assert len([line for line in lines if line.startswith("jaxrl: error:")]) == 1
+    for fragment in fragments:
+        assert fragment in lines[-1], lines[-1]
+
+
+def saved_state(run_dir, step):
+    """The whole saved training state as {key path: array}."""
+    return ocp.StandardCheckpointer().restore(os.path.join(run_dir, "checkpoints", str(step), "state"))
+
+
+# The tiny SAC run of these tests as config-file tables (test_reproduce uses them too).
+TINY_TABLES = """
+[loop]
+steps = 400
+num_envs = 4
+num_eval_envs = 2
+eval_every = 200
+learning_starts = 200
+buffer_size = 4000
+[agent_config]
+batch_size = 32
+hidden_sizes = [16, 16]
+"""
