@@ -73,8 +73,6 @@ DISTRIBUTIONS = ("uniform", "log_uniform", "choice")
 NON_DEFINING_RUN_FIELDS = ("run_dir", "seeds", "overwrite", "checkpoint_every", "checkpoint_minutes",
                            "keep_checkpoints", "compilation_cache", "shard_members", "distributed")
 PLAN_FILE = "plan.json"
-RESULT_COLUMNS = ("member", "member_id", "group", "member_in_group", "env", "seed")  # then the swept fields, then
-RESULT_TAIL = ("final_eval_return", "best_eval_return", "env_steps", "compile_s", "run_s", "group_members")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,7 +99,6 @@ class Group:
     loop: Any
     agent_cfg: Any
     members: tuple[Member, ...]
-    member_cfgs: tuple[Any, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -344,7 +341,7 @@ def make_group(index: int, members, out_dir: str) -> Group:
     first = members[0]
     name = program_name(first.env, [m.id for m in members])
     run = dataclasses.replace(first.run, seeds=len(members), run_dir=os.path.join(out_dir, "groups", name))
-    return Group(index, name, run, first.loop, first.agent_cfg, tuple(members), tuple(m.agent_cfg for m in members))
+    return Group(index, name, run, first.loop, first.agent_cfg, tuple(members))
 
 
 def describe(sweep: Sweep, out_dir: str) -> str:

@@ -478,7 +478,10 @@ def init_seed(program: Program, key, hparams) -> dict[str, Any]:
 
 
 def init_state(program: Program, keys, hparams) -> TrainState:
-    per_seed = jax.vmap(functools.partial(init_seed, program))(keys, hparams)
+    # One seed after another (lax.map), not vmapped: on XLA:CPU (jaxlib 0.10.2) executing SimbaV2's vmapped
+    # critic init (orthogonal inits of 2 blocks at width 128, or 1 at 512) never finishes, with every thread
+    # idle; the map is exact (member k equals its own single init) and costs nothing that matters, once per run.
+    per_seed = jax.lax.map(lambda args: init_seed(program, *args), (keys, hparams))
     return TrainState(**per_seed, env_steps=jnp.zeros((), jnp.int32), updates=jnp.zeros((), jnp.int32))
 
 
