@@ -24,6 +24,7 @@ there is no termination head (the official ``episodic=false`` default; prefer no
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from types import MappingProxyType
 from typing import Any
@@ -72,7 +73,7 @@ class Config:
     num_pi_trajs: int = static(24)
     """policy-prior sequences among the samples"""
     iterations: int = static(6)
-    """MPPI iterations per decision (the official code adds 2 when |A| >= 20)"""
+    """MPPI iterations per decision; 2 more are run when |A| >= 20, as the official code does"""
     dropout: float = static(0.01)
     """dropout after the first layer of each Q-head"""
     lr: float = 3e-4
@@ -102,7 +103,7 @@ class Config:
 
 # The official nn.init.trunc_normal_(w, std=0.02) keeps its default cut-offs at +-2 (absolute, 100 std): in effect an
 # untruncated N(0, 0.02^2). Flax's truncated_normal(0.02) would cut at 2 std (effective std ~0.0176).
-TRUNC_NORMAL = nn.initializers.normal(0.02)
+WEIGHT_INIT = nn.initializers.normal(0.02)
 
 
 class NormedLinear(nn.Module):
@@ -114,7 +115,7 @@ class NormedLinear(nn.Module):
 
     @nn.compact
     def __call__(self, x, train: bool = False):
-        x = nn.Dense(self.features, kernel_init=TRUNC_NORMAL)(x)
+        x = nn.Dense(self.features, kernel_init=WEIGHT_INIT)(x)
         if self.dropout:
             x = nn.Dropout(self.dropout, deterministic=not train)(x)
         x = nn.LayerNorm(epsilon=1e-5)(x)
@@ -133,12 +134,21 @@ class Head(nn.Module):
     def __call__(self, x, train: bool = False):
         for i, width in enumerate(self.hidden):
             x = NormedLinear(width, self.dropout if i == 0 else 0.0)(x, train)
-        init = nn.initializers.zeros if self.zero_out else TRUNC_NORMAL
+        init = nn.initializers.zeros if self.zero_out else WEIGHT_INIT
         return nn.Dense(self.out, kernel_init=init)(x)
 
 
+def static_config(cfg: Config) -> Config:
+    """``cfg``'s static (shape-fixing) fields, every numeric field at its default: plain Python values only."""
+    return Config(**{f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
+                     if not f.metadata.get("pytree_node", True)})
+
+
 class WorldModel(nn.Module):
-    """Encoder h, dynamics d, reward R and Q-ensemble; methods are applied with ``method=``."""
+    """Encoder h, dynamics d, reward R and Q-ensemble; methods are applied with ``method=``.
+
+    ``cfg`` is a ``static_config``: the module lives in the State as static metadata, so it must not hold the
+    numeric hyperparameters, which are traced arrays inside the program (a sweep's members differ in them)."""
 
     cfg: Config
     obs_size: int
@@ -373,7 +383,7 @@ def check_config(cfg: Config) -> None:
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
-    model = WorldModel(cfg, spec.obs_size, spec.action_size)
+    model = WorldModel(static_config(cfg), spec.obs_size, spec.action_size)
     policy = PolicyPrior(cfg.hidden_dim, spec.action_size)
     model_key, policy_key = jax.random.split(key)
     obs, action = jnp.zeros((1, spec.obs_size)), jnp.zeros((1, spec.action_size))

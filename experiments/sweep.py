@@ -207,9 +207,13 @@ def load(path: str) -> Sweep:
     agent_spec = agent_name or "sac"
     agent = get_agent(agent_spec)
     envs, seeds = _envs_and_seeds(data, base)
-    points = _points(data, agent)
+    grid, random_spec, samples = _swept_fields(data, agent)
     for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
         configs.check_fields(cls, base[section], f"sweep file {path} [{section}]")
+    rng = random_lib.Random(data.get("sweep_seed", 0))
+    draws = [{name: _draw(rng, name, spec) for name, spec in random_spec.items()} for _ in range(samples)] or [{}]
+    points = [dict(zip(grid, combo, strict=True), **draw) for combo in itertools.product(*grid.values())
+              for draw in draws]
     members = [_member(agent, agent_spec, base, i, env, seed, point)
                for i, (env, point, seed) in enumerate(itertools.product(envs, points, seeds))]
     swept = tuple(sorted({name for point in points for name in point}))
@@ -248,8 +252,9 @@ def _envs_and_seeds(data: dict[str, Any], base: dict[str, dict]) -> tuple[list[s
     return envs, seeds
 
 
-def _points(data: dict[str, Any], agent) -> list[dict[str, Any]]:
-    """The swept values of every member: the [grid]'s product, times the [random] draws (seeded by sweep_seed)."""
+def _swept_fields(data: dict[str, Any], agent):
+    """(grid, random specs, samples): the [grid] lists and the [random] table, checked. The members' points are the
+    grid's product times ``samples`` draws of the random specs (seeded by sweep_seed)."""
     grid = {_canonical(name): values for name, values in data.get("grid", {}).items()}
     for name, values in grid.items():
         _check_field(agent, name)
@@ -262,10 +267,7 @@ def _points(data: dict[str, Any], agent) -> list[dict[str, Any]]:
         raise ConfigError(f"[random] samples = {samples!r}: need a positive integer")
     for name in random_spec:
         _check_field(agent, name)
-    rng = random_lib.Random(data.get("sweep_seed", 0))
-    draws = [{name: _draw(rng, name, spec) for name, spec in random_spec.items()} for _ in range(samples)] or [{}]
-    return [dict(zip(grid, combo, strict=True), **draw) for combo in itertools.product(*grid.values())
-            for draw in draws]
+    return grid, random_spec, samples
 
 
 def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, values: dict[str, Any]) -> Member:

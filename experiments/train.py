@@ -228,10 +228,10 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     import jax
 
     from jaxrl import sharding as sharding_lib
-    from jaxrl.loop import make_train
+    from jaxrl.loop import buffer_layout, make_train
 
+    buffer_lib.check_fits(buffer_layout(loop, env.spec).nbytes, run.seeds)  # before tracing a buffer that large
     trainer = make_train(agent, env, eval_env, loop, agent_cfg)  # traces, but compiles nothing yet
-    buffer_lib.check_fits(trainer.program.buffer_layout.nbytes, run.seeds)
     mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
     # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.
     prepared = _Prepared(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,

@@ -510,11 +510,17 @@ def init(program: Program, seed: int, num_seeds: int = 1, mesh=None) -> TrainSta
 # -------------------------------------------------------------------------------------------- make_train
 
 
+def buffer_layout(loop: LoopConfig, spec: EnvSpec) -> buffer_lib.Layout:
+    """The replay buffer a run of ``loop`` on envs of ``spec`` holds; ``describe`` and the CLI's memory check (which
+    must come before anything is traced) both take it from here."""
+    return buffer_lib.layout(loop.buffer_size, loop.num_envs, spec)
+
+
 def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Program:
     """The Program for ``agent`` on ``env``, validating the sizes first (ConfigError, one line)."""
     agent.check_config(agent_cfg)
     schedule = make_schedule(loop)
-    layout = buffer_lib.layout(loop.buffer_size, loop.num_envs, env.spec)
+    layout = buffer_layout(loop, env.spec)
     if agent_cfg.batch_size <= 0 or agent_cfg.batch_size > layout.rows * loop.num_envs:
         raise ConfigError(f"batch_size={agent_cfg.batch_size} must be between 1 and the buffer's "
                           f"{layout.rows * loop.num_envs} transitions (buffer_size)")

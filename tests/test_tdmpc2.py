@@ -112,3 +112,13 @@ def test_tdmpc2_swings_up_the_pendulum():
                         num_elites=16, num_pi_trajs=8, iterations=3)
     _, history = train("toy/Pendulum", loop, cfg, agent=tdmpc2.AGENT)
     assert np.all(history[-1]["eval/return"] > -300), [h["eval/return"] for h in history]
+
+
+def test_the_states_static_networks_hold_no_traced_hyperparameters():
+    # The world model once kept the whole Config as static State metadata. Inside the program its numeric fields are
+    # traced, so a state initialised in one trace carried tracers: running a trainer's chunk on a second state
+    # (a 2-seed run after a 1-seed one, as sweeps and tests do) failed comparing them ("escaped tracer").
+    state = jax.jit(lambda key, cfg: tdmpc2.init(key, SPEC, cfg))(jax.random.PRNGKey(0), CFG)  # as the loop does
+    static_cfg = state.model.cfg
+    assert isinstance(static_cfg.lr, float) and isinstance(static_cfg.gamma, float)
+    assert static_cfg.latent_dim == CFG.latent_dim and static_cfg.dropout == CFG.dropout
