@@ -179,10 +179,18 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     target = -0.5 * spec.action_size if cfg.target_entropy is None else cfg.target_entropy
     log_alpha, target_entropy = init_temperature(cfg.init_alpha, target, spec.action_size)
     opt = optimizer(cfg)
-    return State(actor_params=actor_params, critic_params=critic_params, target_critic_params=critic_params,
-                 log_alpha=log_alpha, target_entropy=target_entropy, actor_opt_state=opt.init(actor_params),
-                 critic_opt_state=opt.init(critic_params), alpha_opt_state=opt.init(log_alpha),
-                 actor=actor, critic=critic)
+    return State(
+        actor_params=actor_params,
+        critic_params=critic_params,
+        target_critic_params=critic_params,
+        log_alpha=log_alpha,
+        target_entropy=target_entropy,
+        actor_opt_state=opt.init(actor_params),
+        critic_opt_state=opt.init(critic_params),
+        alpha_opt_state=opt.init(log_alpha),
+        actor=actor,
+        critic=critic,
+    )
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):

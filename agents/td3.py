@@ -128,11 +128,18 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor_params = actor.init(actor_key, obs)
     critic_params = critic.init(critic_key, obs, action)
     actor_opt, critic_opt = optimizers(cfg)
-    return State(actor_params=actor_params, target_actor_params=actor_params, critic_params=critic_params,
-                 target_critic_params=critic_params, actor_opt_state=actor_opt.init(actor_params),
-                 critic_opt_state=critic_opt.init(critic_params), num_updates=jnp.zeros((), jnp.int32),
-                 last_actor_metrics=dict.fromkeys(DELAYED_METRICS, jnp.zeros((), jnp.float32)), actor=actor,
-                 critic=critic)
+    return State(
+        actor_params=actor_params,
+        target_actor_params=actor_params,
+        critic_params=critic_params,
+        target_critic_params=critic_params,
+        actor_opt_state=actor_opt.init(actor_params),
+        critic_opt_state=critic_opt.init(critic_params),
+        num_updates=jnp.zeros((), jnp.int32),
+        last_actor_metrics=dict.fromkeys(DELAYED_METRICS, jnp.zeros((), jnp.float32)),
+        actor=actor,
+        critic=critic,
+    )
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):

@@ -390,10 +390,16 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     model_params = model.init(model_key, obs, action)
     policy_params = policy.init(policy_key, jnp.zeros((1, cfg.latent_dim)))
     model_opt, policy_opt = optimizers(cfg)
-    return State(model_params=model_params, target_q_params=model_params["params"]["q_nets"],
-                 policy_params=policy_params, model_opt_state=model_opt.init(model_params),
-                 policy_opt_state=policy_opt.init(policy_params), q_scale=jnp.ones((), jnp.float32),
-                 model=model, policy=policy)
+    return State(
+        model_params=model_params,
+        target_q_params=model_params["params"]["q_nets"],
+        policy_params=policy_params,
+        model_opt_state=model_opt.init(model_params),
+        policy_opt_state=policy_opt.init(policy_params),
+        q_scale=jnp.ones((), jnp.float32),
+        model=model,
+        policy=policy,
+    )
 
 
 def make_update(world_model_loss_fn=world_model_loss, policy_loss_fn=policy_loss):

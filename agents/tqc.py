@@ -145,10 +145,18 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor_params, critic_params = actor.init(actor_key, obs), critic.init(critic_key, obs, action)
     log_alpha, target_entropy = init_temperature(cfg.init_alpha, cfg.target_entropy, spec.action_size)
     actor_opt, critic_opt, alpha_opt = optimizers(cfg)
-    return State(actor_params=actor_params, critic_params=critic_params, target_critic_params=critic_params,
-                 log_alpha=log_alpha, target_entropy=target_entropy,
-                 actor_opt_state=actor_opt.init(actor_params), critic_opt_state=critic_opt.init(critic_params),
-                 alpha_opt_state=alpha_opt.init(log_alpha), actor=actor, critic=critic)
+    return State(
+        actor_params=actor_params,
+        critic_params=critic_params,
+        target_critic_params=critic_params,
+        log_alpha=log_alpha,
+        target_entropy=target_entropy,
+        actor_opt_state=actor_opt.init(actor_params),
+        critic_opt_state=critic_opt.init(critic_params),
+        alpha_opt_state=alpha_opt.init(log_alpha),
+        actor=actor,
+        critic=critic,
+    )
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):

@@ -533,7 +533,17 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Progra
         raise ConfigError(f"scale_rewards needs the agent's discount, but {type(agent_cfg).__name__} has no gamma")
     # Sampling needs a row whose successor is written: never update before two batched steps are in.
     first_update = max(learning_starts(loop), 2 * schedule.env_steps_per_iter)
-    program = Program(agent, env, eval_env, loop, agent_cfg, schedule, layout, first_update, metric_shapes={})
+    program = Program(
+        agent=agent,
+        env=env,
+        eval_env=eval_env,
+        loop=loop,
+        agent_cfg=agent_cfg,
+        schedule=schedule,
+        buffer_layout=layout,
+        first_update_env_step=first_update,
+        metric_shapes={},
+    )
 
     def one_seed_metrics(key):
         seed = init_seed(program, key, agent_cfg)
@@ -549,6 +559,11 @@ def make_train(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Trai
     ``agent_cfg`` fixes the program (its static fields) and is every member's config in ``init``; numeric fields
     may differ per member through ``init_members`` (sweeps). Inside the program they are traced arrays."""
     program = describe(agent, env, eval_env, loop, agent_cfg)
-    return Trainer(init=functools.partial(init, program), init_members=functools.partial(init_members, program),
-                   run_chunk=jax.jit(functools.partial(run_chunk, program), donate_argnums=0),
-                   schedule=program.schedule, metric_names=program.metric_names, program=program)
+    return Trainer(
+        init=functools.partial(init, program),
+        init_members=functools.partial(init_members, program),
+        run_chunk=jax.jit(functools.partial(run_chunk, program), donate_argnums=0),
+        schedule=program.schedule,
+        metric_names=program.metric_names,
+        program=program,
+    )
