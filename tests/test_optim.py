@@ -1,7 +1,11 @@
 import jax.numpy as jnp
 import numpy as np
 import optax
+import pytest
 
+import envs
+from agents import get_agent
+from jaxrl.loop import LoopConfig, describe
 from jaxrl.optim import grad_norm_metrics, gradient_step
 
 
@@ -27,3 +31,18 @@ def test_the_norm_is_of_the_raw_gradient_before_clipping():
     np.testing.assert_allclose(step.grad_norm, 5.0, rtol=1e-6)
     np.testing.assert_allclose(step.params["w"], [3.0 - 0.6, 4.0 - 0.8], rtol=1e-6)  # moved by the unit vector
     assert set(grad_norm_metrics(critic=step, actor=step)) == {"grad_norm/critic", "grad_norm/actor"}
+
+
+NETWORKS = {"sac": {"actor", "critic", "alpha"}, "td3": {"actor", "critic"}, "tqc": {"actor", "critic", "alpha"},
+            "dsac_t": {"actor", "critic", "alpha"}, "simbav2": {"actor", "critic", "alpha"},
+            "tdmpc2": {"model", "policy"}}
+
+
+@pytest.mark.parametrize("name", NETWORKS)
+def test_every_agent_logs_the_gradient_norm_of_each_network_it_trains(name):
+    """Read from the program's metric shapes (jax.eval_shape of one learning phase): nothing compiles."""
+    loop = LoopConfig(steps=100, num_envs=2, num_eval_envs=1, eval_every=100, learning_starts=10, buffer_size=1000)
+    agent = get_agent(name)
+    program = describe(agent, envs.make("toy/Pendulum", 2), envs.make("toy/Pendulum", 1), loop, agent.Config())
+    logged = {metric.removeprefix("grad_norm/") for metric in program.metric_shapes if metric.startswith("grad_norm/")}
+    assert logged == NETWORKS[name]
