@@ -3,6 +3,10 @@
 Every field of the run, loop and agent configs is a flag: run and loop fields at top level
 (``--steps``, ``--num-envs``, ...), agent fields under the agent's name (``--sac.actor-lr 1e-3``).
 ``jaxrl train --help`` (after ``--agent NAME``) lists them with their defaults.
+
+The command modules (this one, ``rundir``, ``export``, ``reproduce``) import JAX, the envs and the agents inside
+the functions that use them: importing ``envs`` costs 1.3 s here, importing this module 0.05 s, so usage errors
+and ``jaxrl configs`` answer without importing JAX.
 """
 from __future__ import annotations
 
