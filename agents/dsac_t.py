@@ -59,6 +59,8 @@ class Config:
     """activation of every hidden layer"""
     batch_size: int = static(256)
     """transitions per gradient update"""
+    n_step: int = static(1)
+    """rewards summed per sampled transition before bootstrapping (n-step returns; 1 = the paper's one-step target)"""
     policy_delay: int = static(2)
     """iterations per policy, alpha and target update"""
     critic_loss_form: str = static("paper")
@@ -136,9 +138,8 @@ def distributional_targets(state: State, batch: Batch, key, cfg: Config):
     # The official code's torch.where(q1 < q2, q1_sample, q2_sample): ties go to the second critic.
     smaller = next_mu[0] < next_mu[1]
     soft = jnp.exp(state.log_alpha) * next_log_prob
-    y_q = td_target(batch.reward, batch.terminated, jnp.where(smaller, next_mu[0], next_mu[1]) - soft, cfg.gamma)
-    y_z = td_target(batch.reward, batch.terminated, jnp.where(smaller, next_sample[0], next_sample[1]) - soft,
-                    cfg.gamma)
+    y_q = td_target(batch, jnp.where(smaller, next_mu[0], next_mu[1]) - soft)
+    y_z = td_target(batch, jnp.where(smaller, next_sample[0], next_sample[1]) - soft)
     return jax.lax.stop_gradient(y_q), jax.lax.stop_gradient(y_z)
 
 
@@ -224,7 +225,7 @@ def check_config(cfg: Config) -> None:
         raise ConfigError(f"critic_loss_form={cfg.critic_loss_form!r} is not one of: {', '.join(CRITIC_LOSS_FORMS)}")
     if cfg.activation not in ACTIVATIONS:
         raise ConfigError(f"activation={cfg.activation!r} is not one of: {', '.join(ACTIVATIONS)}")
-    checks.positive_ints(cfg, "actor_hidden_sizes", "critic_hidden_sizes", "batch_size", "policy_delay")
+    checks.positive_ints(cfg, "actor_hidden_sizes", "critic_hidden_sizes", "batch_size", "n_step", "policy_delay")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha", "clip_boundary", "epsilon_b",
                     "huber_delta")
     checks.unit_interval(cfg, "gamma", "tau", "tau_b")

@@ -38,6 +38,8 @@ class Config:
     """hidden layer widths of the actor and of each critic"""
     batch_size: int = static(256)
     """transitions per gradient update"""
+    n_step: int = static(1)
+    """rewards summed per sampled transition before bootstrapping (n-step returns; 1 = the paper's one-step target)"""
     critic_layer_norm: bool = static(False)
     """LayerNorm after each hidden layer of the critics (Playground's DMC config turns it on)"""
     log_std_min: float = static(-5.0)
@@ -83,7 +85,7 @@ def soft_td_target(state: State, batch: Batch, key, cfg: Config):
     next_action, next_log_prob = sample_tanh_gaussian(key, next_mean, next_log_std)
     next_q = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]
     next_value = jnp.min(next_q, axis=0) - jnp.exp(state.log_alpha) * next_log_prob
-    return jax.lax.stop_gradient(td_target(batch.reward, batch.terminated, next_value, cfg.gamma))
+    return jax.lax.stop_gradient(td_target(batch, next_value))
 
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
@@ -120,7 +122,7 @@ def optimizers(cfg: Config):
 
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
-    checks.positive_ints(cfg, "hidden_sizes", "batch_size")
+    checks.positive_ints(cfg, "hidden_sizes", "batch_size", "n_step")
     checks.bounds_ordered(cfg, "log_std_min", "log_std_max")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
     checks.unit_interval(cfg, "gamma", "tau")

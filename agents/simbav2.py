@@ -34,7 +34,7 @@ from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
 from jaxrl.distributional import categorical_projection
 from jaxrl.hyperspherical import HyperCriticEnsemble, HyperTanhGaussianActor, project_hyper_kernels
-from jaxrl.losses import init_temperature, polyak_update, temperature_loss
+from jaxrl.losses import init_temperature, polyak_update, td_target, temperature_loss
 from jaxrl.networks import sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
@@ -60,6 +60,8 @@ class Config:
     """atoms of the categorical critic on [-max_return, max_return]"""
     batch_size: int = static(256)
     """transitions per gradient update"""
+    n_step: int = static(1)
+    """rewards summed per sampled transition before bootstrapping (n-step returns; 1 = the paper's one-step target)"""
     lr_decay_updates: int = static(1_000_000)
     """updates over which the learning rate decays linearly from lr_init to lr_final"""
     c_shift: float = static(3.0)
@@ -123,16 +125,16 @@ def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
 
 def target_distribution(state: State, batch: Batch, key, cfg: Config):
     """[B, num_bins] target: the target critic's distribution at (s', a' ~ pi), atoms shifted to
-    r + gamma (1 - terminated)(z_j - alpha log pi(a'|s')), projected back onto the support (C51)."""
+    r + gamma (1 - terminated)(z_j - alpha log pi(a'|s')) (gamma^m for n-step transitions: ``td_target``),
+    projected back onto the support (C51)."""
     mean, log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, mean, log_std)
     next_log_probs = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)  # [N, B, bins]
     # With two critics, per sample the distribution whose expected value is smaller (clipped double-Q).
     chosen = jnp.argmin(expected_values(next_log_probs, cfg), axis=0)  # [B]
     next_probs = jnp.exp(jnp.take_along_axis(next_log_probs, chosen[None, :, None], axis=0)[0])
-    not_done = 1.0 - batch.terminated.astype(jnp.float32)
     soft = jnp.exp(state.log_alpha) * next_log_prob
-    atoms = batch.reward[:, None] + cfg.gamma * not_done[:, None] * (support(cfg)[None, :] - soft[:, None])
+    atoms = td_target(batch, support(cfg)[None, :] - soft[:, None])
     return jax.lax.stop_gradient(categorical_projection(atoms, next_probs, support(cfg)))
 
 
@@ -157,7 +159,7 @@ def optimizer(cfg: Config):
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
     checks.positive_ints(cfg, "actor_hidden_dim", "actor_num_blocks", "critic_hidden_dim", "critic_num_blocks",
-                         "expansion", "num_critics", "num_bins", "batch_size", "lr_decay_updates")
+                         "expansion", "num_critics", "num_bins", "batch_size", "n_step", "lr_decay_updates")
     if cfg.num_critics not in (1, 2):
         raise ConfigError(f"num_critics={cfg.num_critics} must be 1 (DMC) or 2 (clipped double-Q)")
     if cfg.num_bins < 2:

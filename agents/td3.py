@@ -36,6 +36,8 @@ class Config:
     """hidden layer widths of the actor and of each critic"""
     batch_size: int = static(256)
     """transitions per gradient update"""
+    n_step: int = static(1)
+    """rewards summed per sampled transition before bootstrapping (n-step returns; 1 = the paper's one-step target)"""
     policy_delay: int = static(2)
     """critic updates per actor (and target) update"""
     actor_lr: float = 3e-4
@@ -92,7 +94,7 @@ def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
     """sum_j E[(Q_j(s, a) - y)^2], y = r + gamma (1 - terminated) min_j Qbar_j(s', smoothed a')."""
     next_action = smoothed_target_action(state, batch.next_obs, key, cfg)
     next_q = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]
-    target = jax.lax.stop_gradient(td_target(batch.reward, batch.terminated, jnp.min(next_q, axis=0), cfg.gamma))
+    target = jax.lax.stop_gradient(td_target(batch, jnp.min(next_q, axis=0)))
     q = state.critic.apply(critic_params, batch.obs, batch.action)[..., 0]
     loss = jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
@@ -114,7 +116,7 @@ def optimizers(cfg: Config):
 
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
-    checks.positive_ints(cfg, "hidden_sizes", "batch_size", "policy_delay")
+    checks.positive_ints(cfg, "hidden_sizes", "batch_size", "n_step", "policy_delay")
     checks.positive(cfg, "actor_lr", "critic_lr")
     checks.unit_interval(cfg, "gamma", "tau")
     checks.non_negative(cfg, "policy_noise", "noise_clip", "exploration_noise")

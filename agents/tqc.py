@@ -47,6 +47,8 @@ class Config:
     sweep can vmap over it (the dropped atoms are masked, not sliced off)"""
     batch_size: int = static(256)
     """transitions per gradient update"""
+    n_step: int = static(1)
+    """rewards summed per sampled transition before bootstrapping (n-step returns; 1 = the paper's one-step target)"""
     actor_lr: float = 3e-4
     """Adam learning rate of the actor"""
     critic_lr: float = 3e-4
@@ -90,7 +92,7 @@ def truncated_target_atoms(state: State, batch: Batch, key, cfg: Config):
     total = cfg.num_quantiles * cfg.num_critics
     keep = (jnp.arange(total) < total - cfg.drop_per_critic * cfg.num_critics).astype(pooled.dtype)
     next_value = pooled - jnp.exp(state.log_alpha) * next_log_prob[:, None]
-    target = td_target(batch.reward[:, None], batch.terminated[:, None], next_value, cfg.gamma)
+    target = td_target(batch, next_value)
     return jax.lax.stop_gradient(target), keep
 
 
@@ -127,7 +129,7 @@ def optimizers(cfg: Config):
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
     checks.positive_ints(cfg, "actor_hidden_sizes", "critic_hidden_sizes", "num_critics", "num_quantiles",
-                         "batch_size")
+                         "batch_size", "n_step")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
     checks.unit_interval(cfg, "gamma", "tau")
     checks.finite_or_none(cfg, "target_entropy")

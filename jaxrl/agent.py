@@ -27,8 +27,10 @@ holds each member's values as arrays (``TrainState.hparams``), so a sweep vmaps 
 shapes or code paths are static (``flax.struct.field(pytree_node=False)``); changing one compiles a new program.
 
 What the engine reads from an agent's ``Config``: ``batch_size`` (checked against the buffer's size, and drawn by
-the default ``sample_batch``) and, with ``LoopConfig.scale_rewards``, ``gamma`` (the discount of the running
-returns that scale rewards). Nothing else: every other field is the agent's own.
+the default ``sample_batch``), ``n_step`` and ``gamma`` in the default ``sample_batch`` (n-step returns: the
+batch's ``reward`` is the discounted sum and its ``discount`` gamma^m; see ``jaxrl.types.Batch``) and, with
+``LoopConfig.scale_rewards``, ``gamma`` (the discount of the running returns that scale rewards). Nothing else:
+every other field is the agent's own.
 
 What ``update`` returns as metrics: a dict of scalars per update; the loop averages them over each chunk's updates
 and logs them as ``train/<name>``. Every agent logs its losses and ``grad_norm/<network>`` (``jaxrl.optim``).
@@ -58,8 +60,9 @@ def no_carry(num_envs: int, spec, cfg) -> tuple:
 
 
 def sample_transitions(buffer, key, cfg):
-    """``cfg.batch_size`` transitions drawn uniformly from the replay buffer."""
-    return buffer_lib.sample(buffer, key, cfg.batch_size)
+    """``cfg.batch_size`` transitions drawn uniformly from the replay buffer, each over ``cfg.n_step`` steps
+    discounted by ``cfg.gamma`` (one step, and no discount in the sum, for a Config without those fields)."""
+    return buffer_lib.sample(buffer, key, cfg.batch_size, getattr(cfg, "n_step", 1), getattr(cfg, "gamma", 1.0))
 
 
 def no_checks(cfg) -> None:

@@ -147,16 +147,34 @@ def _next_obs(state: BufferState, row, env):
     return jnp.where(done[..., None], from_final, state.obs[(row + 1) % rows, env])
 
 
-def sample(state: BufferState, key: jax.Array, batch_size: int) -> Batch:
-    """Uniform over sampleable transitions. The buffer must hold at least two rows."""
+def sample(state: BufferState, key: jax.Array, batch_size: int, n_step: int = 1, gamma=1.0) -> Batch:
+    """Uniform over sampleable start transitions; each carries the return of up to ``n_step`` steps.
+
+    A window of n steps from row t stops early, after step m, where step m ends its episode (terminated or
+    truncated: the sum never crosses into the next episode, and a time limit bootstraps from the true final
+    observation) or where the next step is the newest row (never across the write head). ``gamma`` may be traced
+    (a per-member hyperparameter). The buffer must hold at least two rows.
+    """
     rows, num_envs = state.reward.shape
     key_row, key_env = jax.random.split(key)
     offset = jax.random.randint(key_row, (batch_size,), 0, jnp.maximum(state.size - 1, 1))
     row = (state.ptr - state.size + offset) % rows
     env = jax.random.randint(key_env, (batch_size,), 0, num_envs)
-    return Batch(obs=state.obs[row, env], action=state.action[row, env], reward=state.reward[row, env],
-                 next_obs=_next_obs(state, row, env), terminated=state.terminated[row, env],
-                 truncated=state.truncated[row, env])
+    steps = jnp.arange(n_step)
+    window_rows = (row[:, None] + steps) % rows  # [B, n]
+    ended = state.terminated[window_rows, env[:, None]] | state.truncated[window_rows, env[:, None]]
+    ended_before = (jnp.cumsum(ended, axis=1) - ended) > 0
+    # offset + k <= size - 2 keeps step k off the newest row, whose successor is not written yet.
+    in_window = (offset[:, None] + steps <= state.size - 2) & ~ended_before
+    in_window = in_window.at[:, 0].set(True)
+    powers = jnp.cumprod(jnp.concatenate([jnp.ones((1,)), jnp.full((n_step - 1,), gamma)]))  # gamma^k, exact at k <= 1
+    rewards = state.reward[window_rows, env[:, None]]
+    count = jnp.sum(in_window, axis=1)
+    last = (row + count - 1) % rows
+    return Batch(obs=state.obs[row, env], action=state.action[row, env],
+                 reward=jnp.sum(jnp.where(in_window, powers * rewards, 0.0), axis=1),
+                 next_obs=_next_obs(state, last, env), terminated=state.terminated[last, env],
+                 truncated=state.truncated[last, env], discount=gamma * powers[count - 1])
 
 
 def sample_windows(state: BufferState, key: jax.Array, batch_size: int, length: int,

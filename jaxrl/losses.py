@@ -13,9 +13,16 @@ def polyak_update(params, target_params, tau):
     return jax.tree.map(lambda p, t: tau * p + (1.0 - tau) * t, params, target_params)
 
 
-def td_target(reward, terminated, next_value, gamma):
-    """y = r + gamma (1 - terminated) V(s'). Truncation is deliberately absent: time limits bootstrap."""
-    return reward + gamma * (1.0 - terminated.astype(reward.dtype)) * next_value
+def td_target(batch, next_value):
+    """y = r + discount (1 - terminated) V(s') for each transition of ``batch``, discount its gamma^m (gamma for
+    one-step transitions; n-step ones sum m rewards, ``jaxrl.types.Batch``). ``next_value`` is [B] or [B, ...]
+    (atoms, quantiles): the batch's [B] fields broadcast over its trailing axes. Truncation is deliberately
+    absent: time limits bootstrap."""
+    def per_sample(x):
+        return jnp.reshape(x, x.shape + (1,) * (jnp.ndim(next_value) - x.ndim))
+
+    not_done = 1.0 - batch.terminated.astype(batch.reward.dtype)
+    return per_sample(batch.reward) + per_sample(batch.discount * not_done) * next_value
 
 
 def init_temperature(init_alpha: float, target_entropy: float | None, action_size: int):

@@ -20,10 +20,15 @@ class EnvSpec:
 
 @flax.struct.dataclass
 class Batch:
-    """A batch of transitions (s, a, r, s', terminated, truncated).
+    """A batch of transitions (s, a, r, s', terminated, truncated) and the discount of their bootstrap.
 
     ``terminated`` is true only for a real end of the task (no bootstrap); ``truncated`` is a time limit,
     through which targets must still bootstrap from ``next_obs`` (the true final observation).
+
+    With n-step sampling a transition spans m <= n steps (fewer where its episode ends or the written data stops):
+    ``reward`` is sum_{k<m} gamma^k r_{t+k}, ``next_obs`` the observation after the m-th step, ``terminated`` /
+    ``truncated`` those of the m-th step, and ``discount`` gamma^m. One-step transitions have m = 1: ``discount``
+    is gamma. Targets are ``reward + discount * (1 - terminated) * V(next_obs)`` (``jaxrl.losses.td_target``).
     """
 
     obs: jax.Array
@@ -32,6 +37,7 @@ class Batch:
     next_obs: jax.Array
     terminated: jax.Array
     truncated: jax.Array
+    discount: jax.Array
 
 
 @flax.struct.dataclass

@@ -1,5 +1,5 @@
 """What several test files share: a tiny training helper, SAC's hand-computable networks and batch, the CLI
-runner and its one-line-error check, and the tiny run's settings."""
+runner and its one-line-error check, the tiny run's settings, and the buffer tests' ring filler."""
 import math
 import os
 import subprocess
@@ -14,8 +14,9 @@ import orbax.checkpoint as ocp
 
 import envs
 from agents import sac
+from jaxrl import buffer as buffer_lib
 from jaxrl.loop import make_train
-from jaxrl.types import Batch
+from jaxrl.types import Batch, EnvSpec
 
 
 def train(env_name, loop_cfg, agent_cfg, seed=0, seeds=1, agent=sac.AGENT):
@@ -56,7 +57,7 @@ CFG = sac.Config(gamma=0.9, tau=0.1, init_alpha=0.5)
 
 BATCH = Batch(obs=jnp.array([[1.0], [2.0]]), action=jnp.array([[0.5], [-0.5]]), reward=jnp.array([1.0, -1.0]),
               next_obs=jnp.array([[3.0], [-1.0]]), terminated=jnp.array([False, True]),
-              truncated=jnp.array([True, False]))
+              truncated=jnp.array([True, False]), discount=jnp.array([0.9, 0.9]))  # one-step: gamma = CFG.gamma
 
 
 KEY = jax.random.PRNGKey(7)
@@ -132,3 +133,24 @@ buffer_size = 4000
 batch_size = 32
 hidden_sizes = [16, 16]
 """
+
+
+# The buffer tests' ring: N envs of 1-d observations and actions.
+N, OBS, ACT = 2, 1, 1
+
+
+def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=()):
+    """Write ``steps`` rows. Env e at global step t observes 100 e + t; every ``episode_length`` decisions the
+    episode is truncated (or terminated at steps in ``terminate_at``) with true final obs -(100 e + t + 1)."""
+    state = buffer_lib.init(buffer_lib.layout(capacity, N, EnvSpec(OBS, ACT, episode_length, can_terminate)))
+    ep_step = np.zeros(N, np.int32)
+    for t in range(steps):
+        obs = jnp.array([[100.0 * e + t] for e in range(N)])
+        ended = (ep_step + 1) >= episode_length
+        terminated = np.array([t in terminate_at] * N)
+        truncated = ended & ~terminated
+        final = -(obs + 1.0)
+        state = buffer_lib.add(state, obs, jnp.full((N, ACT), float(t)), jnp.full((N,), float(t)),
+                               jnp.asarray(terminated), jnp.asarray(truncated), final, jnp.asarray(ep_step))
+        ep_step = np.where(terminated | truncated, 0, ep_step + 1)
+    return state

@@ -1,30 +1,11 @@
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pytest
 
 from jaxrl import ConfigError
 from jaxrl import buffer as B
 from jaxrl.types import EnvSpec
-
-N, OBS, ACT = 2, 1, 1
-
-
-def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=()):
-    """Write ``steps`` rows. Env e at global step t observes 100 e + t; every ``episode_length`` decisions the
-    episode is truncated (or terminated at steps in ``terminate_at``) with true final obs -(100 e + t + 1)."""
-    state = B.init(B.layout(capacity, N, EnvSpec(OBS, ACT, episode_length, can_terminate)))
-    ep_step = np.zeros(N, np.int32)
-    for t in range(steps):
-        obs = jnp.array([[100.0 * e + t] for e in range(N)])
-        ended = (ep_step + 1) >= episode_length
-        terminated = np.array([t in terminate_at] * N)
-        truncated = ended & ~terminated
-        final = -(obs + 1.0)
-        state = B.add(state, obs, jnp.full((N, ACT), float(t)), jnp.full((N,), float(t)), jnp.asarray(terminated),
-                      jnp.asarray(truncated), final, jnp.asarray(ep_step))
-        ep_step = np.where(terminated | truncated, 0, ep_step + 1)
-    return state
+from tests.helpers import fill
 
 
 def test_layout_counts_total_transitions_and_stores_final_obs_sparsely():

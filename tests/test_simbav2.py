@@ -32,7 +32,8 @@ def random_batch(key, n=32, spec=SPEC):
     return Batch(obs=jax.random.normal(k[0], (n, spec.obs_size)),
                  action=jax.random.uniform(k[1], (n, spec.action_size), minval=-1, maxval=1),
                  reward=jax.random.normal(k[2], (n,)), next_obs=jax.random.normal(k[3], (n, spec.obs_size)),
-                 terminated=jnp.zeros((n,), bool), truncated=jnp.zeros((n,), bool))
+                 terminated=jnp.zeros((n,), bool), truncated=jnp.zeros((n,), bool),
+                 discount=jnp.full((n,), simbav2.Config().gamma))
 
 
 def assert_unit_columns(params):
