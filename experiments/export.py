@@ -94,7 +94,7 @@ def load_policy(run_dir: str, member: int = 0, step: int | None = None):
     ``init_carry(num_envs)`` is the acting state of fresh episodes (() for memoryless agents)."""
     import jax
 
-    from jaxrl.normalization import normalize
+    from jaxrl.normalization import normalize_obs
 
     restored = restore_run(run_dir, step)
     agent, loop = restored.agent, restored.loop
@@ -105,7 +105,7 @@ def load_policy(run_dir: str, member: int = 0, step: int | None = None):
     @jax.jit
     def policy(obs, carry, key):
         if loop.normalize_obs:
-            obs = normalize(one.normalizers.obs, obs)
+            obs = normalize_obs(one.normalizers.obs, obs)
         return agent.act(one.agent, obs, key, one.hparams, True, carry)
 
     def init_carry(num_envs: int):

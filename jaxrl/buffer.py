@@ -9,31 +9,34 @@ only end at a time limit, F = ceil(R / decisions per episode) + 2 slots always o
 them; for tasks that can terminate at any step, F = R (every row could be an episode end).
 
 The newest row is never sampled (its s' is not written yet), so sampling never reads across the write head.
+
+Observations may be structured (a dict of parts, ``EnvSpec.obs_parts``): ``obs`` and ``final_obs`` are then
+dicts of such arrays, each part stored once, and every batch's observations are dicts of the same parts.
 """
 from __future__ import annotations
 
 import math
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import flax.struct
 import jax
 import jax.numpy as jnp
 
 from jaxrl import ConfigError
-from jaxrl.types import Batch, EnvSpec, WindowBatch
+from jaxrl.types import Batch, EnvSpec, WindowBatch, obs_structure
 
 
 @flax.struct.dataclass
 class BufferState:
-    obs: jax.Array  # [R, N, obs_size]
+    obs: Any  # [R, N, obs_size], or {part: [R, N, size]}
     action: jax.Array  # [R, N, action_size]
     reward: jax.Array  # [R, N]
     terminated: jax.Array  # [R, N] bool
     truncated: jax.Array  # [R, N] bool
     episode_step: jax.Array  # [R, N] int32 index of the transition within its episode
     final_slot: jax.Array  # [R, N] int32 slot of final_obs holding s' where the episode ended at this row
-    final_obs: jax.Array  # [F, N, obs_size]
+    final_obs: Any  # [F, N, obs_size], or {part: [F, N, size]}
     final_count: jax.Array  # [N] int32 episode ends written per env (next slot = count % F)
     ptr: jax.Array  # int32 next row to write
     size: jax.Array  # int32 rows written so far (<= R)
@@ -45,7 +48,7 @@ class Layout(NamedTuple):
     rows: int  # R batched env steps
     num_envs: int  # N
     final_slots: int  # F final observations per env
-    obs_size: int
+    obs: Any  # obs_size, or {part: size}: the observation's sizes as its pytree
     action_size: int
     nbytes: int
 
@@ -67,9 +70,10 @@ def layout(capacity: int, num_envs: int, spec: EnvSpec) -> Layout:
                           f"it must hold at least 2 steps of every env (>= {2 * num_envs})")
     slots = final_slots_needed(rows, spec.decisions_per_episode, spec.can_terminate)
     # obs, action, reward (float32), terminated and truncated (bool), episode_step and final_slot (int32).
-    per_transition = 4 * (spec.obs_size + spec.action_size + 1) + 2 + 4 + 4
-    nbytes = rows * num_envs * per_transition + slots * num_envs * 4 * spec.obs_size
-    return Layout(rows, num_envs, slots, spec.obs_size, spec.action_size, nbytes)
+    obs_floats = sum(jax.tree.leaves(obs_structure(spec)))  # every part is stored
+    per_transition = 4 * (obs_floats + spec.action_size + 1) + 2 + 4 + 4
+    nbytes = rows * num_envs * per_transition + slots * num_envs * 4 * obs_floats
+    return Layout(rows, num_envs, slots, obs_structure(spec), spec.action_size, nbytes)
 
 
 def available_bytes(device=None) -> int:
@@ -98,16 +102,17 @@ def check_fits(nbytes: int, copies: int = 1, limit: int | None = None) -> None:
 
 
 def init(layout: Layout) -> BufferState:
-    rows, num_envs, obs_size = layout.rows, layout.num_envs, layout.obs_size
+    rows, num_envs = layout.rows, layout.num_envs
     return BufferState(
-        obs=jnp.zeros((rows, num_envs, obs_size), jnp.float32),
+        obs=jax.tree.map(lambda size: jnp.zeros((rows, num_envs, size), jnp.float32), layout.obs),
         action=jnp.zeros((rows, num_envs, layout.action_size), jnp.float32),
         reward=jnp.zeros((rows, num_envs), jnp.float32),
         terminated=jnp.zeros((rows, num_envs), jnp.bool_),
         truncated=jnp.zeros((rows, num_envs), jnp.bool_),
         episode_step=jnp.zeros((rows, num_envs), jnp.int32),
         final_slot=jnp.zeros((rows, num_envs), jnp.int32),
-        final_obs=jnp.zeros((layout.final_slots, num_envs, obs_size), jnp.float32),
+        final_obs=jax.tree.map(lambda size: jnp.zeros((layout.final_slots, num_envs, size), jnp.float32),
+                               layout.obs),
         final_count=jnp.zeros((num_envs,), jnp.int32),
         ptr=jnp.zeros((), jnp.int32),
         size=jnp.zeros((), jnp.int32),
@@ -115,7 +120,11 @@ def init(layout: Layout) -> BufferState:
 
 
 def rows_of(state: BufferState) -> int:
-    return state.obs.shape[0]
+    return state.reward.shape[0]
+
+
+def final_slots_of(state: BufferState) -> int:
+    return jax.tree.leaves(state.final_obs)[0].shape[0]
 
 
 def add(state: BufferState, obs, action, reward, terminated, truncated, final_obs, episode_step) -> BufferState:
@@ -123,17 +132,18 @@ def add(state: BufferState, obs, action, reward, terminated, truncated, final_ob
     rows, num_envs = state.reward.shape
     done = terminated | truncated
     env_index = jnp.arange(num_envs)
-    slot = state.final_count % state.final_obs.shape[0]
-    kept = jnp.where(done[:, None], final_obs, state.final_obs[slot, env_index])
+    slot = state.final_count % final_slots_of(state)
+    kept = jax.tree.map(lambda new, old: jnp.where(done[:, None], new, old[slot, env_index]), final_obs,
+                        state.final_obs)
     return state.replace(
-        obs=state.obs.at[state.ptr].set(obs),
+        obs=jax.tree.map(lambda rows_, o: rows_.at[state.ptr].set(o), state.obs, obs),
         action=state.action.at[state.ptr].set(action),
         reward=state.reward.at[state.ptr].set(reward),
         terminated=state.terminated.at[state.ptr].set(terminated),
         truncated=state.truncated.at[state.ptr].set(truncated),
         episode_step=state.episode_step.at[state.ptr].set(episode_step),
         final_slot=state.final_slot.at[state.ptr].set(slot),
-        final_obs=state.final_obs.at[slot, env_index].set(kept),
+        final_obs=jax.tree.map(lambda ring, o: ring.at[slot, env_index].set(o), state.final_obs, kept),
         final_count=state.final_count + done.astype(jnp.int32),
         ptr=(state.ptr + 1) % rows,
         size=jnp.minimum(state.size + 1, rows),
@@ -143,8 +153,9 @@ def add(state: BufferState, obs, action, reward, terminated, truncated, final_ob
 def _next_obs(state: BufferState, row, env):
     rows = rows_of(state)
     done = state.terminated[row, env] | state.truncated[row, env]
-    from_final = state.final_obs[state.final_slot[row, env], env]
-    return jnp.where(done[..., None], from_final, state.obs[(row + 1) % rows, env])
+    slot = state.final_slot[row, env]
+    return jax.tree.map(lambda final, obs: jnp.where(done[..., None], final[slot, env], obs[(row + 1) % rows, env]),
+                        state.final_obs, state.obs)
 
 
 def sample(state: BufferState, key: jax.Array, batch_size: int, n_step: int = 1, gamma=1.0) -> Batch:
@@ -171,7 +182,7 @@ def sample(state: BufferState, key: jax.Array, batch_size: int, n_step: int = 1,
     rewards = state.reward[window_rows, env[:, None]]
     count = jnp.sum(in_window, axis=1)
     last = (row + count - 1) % rows
-    return Batch(obs=state.obs[row, env], action=state.action[row, env],
+    return Batch(obs=jax.tree.map(lambda obs: obs[row, env], state.obs), action=state.action[row, env],
                  reward=jnp.sum(jnp.where(in_window, powers * rewards, 0.0), axis=1),
                  next_obs=_next_obs(state, last, env), terminated=state.terminated[last, env],
                  truncated=state.truncated[last, env], discount=gamma * powers[count - 1])
@@ -204,9 +215,10 @@ def sample_windows(state: BufferState, key: jax.Array, batch_size: int, length: 
     start, env, ok = pick(start), pick(env), jnp.any(valid, axis=1)
     rows_idx = (start[:, None] + jnp.arange(length)[None, :]) % rows  # [B, L]
     env_idx = env[:, None]
-    obs = state.obs[rows_idx, env_idx]
     last_next = _next_obs(state, rows_idx[:, -1], env)
-    window = WindowBatch(obs=jnp.concatenate([obs, last_next[:, None]], axis=1),
+    obs = jax.tree.map(lambda obs, last: jnp.concatenate([obs[rows_idx, env_idx], last[:, None]], axis=1), state.obs,
+                       last_next)
+    window = WindowBatch(obs=obs,
                          action=state.action[rows_idx, env_idx], reward=state.reward[rows_idx, env_idx],
                          terminated=state.terminated[rows_idx, env_idx],
                          truncated=state.truncated[rows_idx, env_idx], valid=ok)

@@ -33,12 +33,12 @@ from jaxrl.evaluate import evaluate
 from jaxrl.normalization import (
     Normalizers,
     init_normalizers,
-    normalize,
+    normalize_obs,
     reward_scale,
+    update_obs_stats,
     update_return_stats,
-    update_stats,
 )
-from jaxrl.types import EnvSpec
+from jaxrl.types import EnvSpec, obs_structure
 
 
 @dataclasses.dataclass(frozen=True)
@@ -291,7 +291,7 @@ class ChunkSums(NamedTuple):
 
 def observe(program: Program, normalizers: Normalizers, obs):
     """What the agent sees: ``obs`` normalised by the running statistics when ``normalize_obs`` is on."""
-    return normalize(normalizers.obs, obs) if program.loop.normalize_obs else obs
+    return normalize_obs(normalizers.obs, obs) if program.loop.normalize_obs else obs
 
 
 def policy_actions(program: Program, agent_state, hparams, normalizers, env_state, acting_carry, key):
@@ -319,7 +319,7 @@ def collect(program: Program, env_state, buffer, normalizers, action, hparams):
     buffer = buffer_lib.add(buffer, env_state.obs, action, out.reward, out.terminated, out.truncated, out.final_obs,
                             env_state.episode_step)
     if loop.normalize_obs:
-        normalizers = normalizers.replace(obs=update_stats(normalizers.obs, out.obs))
+        normalizers = normalizers.replace(obs=update_obs_stats(normalizers.obs, out.obs))
     if loop.scale_rewards:
         returns = update_return_stats(normalizers.returns, out.reward, out.done, hparams.gamma)
         normalizers = normalizers.replace(returns=returns)
@@ -473,7 +473,7 @@ def init_seed(program: Program, key, hparams) -> dict[str, Any]:
     num_envs, spec = program.loop.num_envs, program.spec
     return dict(agent=program.agent.init(agent_key, spec, hparams), hparams=hparams,
                 buffer=buffer_lib.init(program.buffer_layout), env=program.env.reset(env_key),
-                normalizers=init_normalizers(spec.obs_size, num_envs),
+                normalizers=init_normalizers(obs_structure(spec), num_envs),
                 carry=program.agent.init_carry(num_envs, spec, program.agent_cfg), key=key)
 
 

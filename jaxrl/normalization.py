@@ -6,9 +6,11 @@ Float32 alone is not enough: over 10^6 one-sample updates of data at 1000 +- 0.5
 drifted by 0.016 (3 % of the std), because each increment is below the float32 spacing at 1000 (SimbaV2's
 users report the same failure, DAVIAN-Robotics/SimbaV2#8). So mean and variance move by *compensated* (Kahan)
 increments: a second float32 per statistic carries the rounding error forward, which gives float64-like accuracy
-without enabling x64. ``tests/test_simbav2.py`` checks a million one-at-a-time updates against float64.
+without enabling x64. ``tests/test_normalization.py`` checks a million one-at-a-time updates against float64.
 """
 from __future__ import annotations
+
+from typing import Any
 
 import flax.struct
 import jax
@@ -86,9 +88,20 @@ def reward_scale(returns: ReturnStats, max_return: float) -> jax.Array:
 class Normalizers:
     """Everything the loop normalises with; one pytree in the training state."""
 
-    obs: RunningStats
+    obs: Any  # RunningStats, or {part: RunningStats} for structured observations (each part on its own)
     returns: ReturnStats
 
 
-def init_normalizers(obs_size: int, num_envs: int) -> Normalizers:
-    return Normalizers(init_stats(obs_size), init_return_stats(num_envs))
+def init_normalizers(obs_structure, num_envs: int) -> Normalizers:
+    """``obs_structure``: the observation's size, or {part: size} (``jaxrl.types.obs_structure``)."""
+    return Normalizers(jax.tree.map(init_stats, obs_structure), init_return_stats(num_envs))
+
+
+def update_obs_stats(stats, obs):
+    """``update_stats`` on each part of ``obs`` (a [N, size] array or a dict of them)."""
+    return jax.tree.map(lambda x, part_stats: update_stats(part_stats, x), obs, stats)
+
+
+def normalize_obs(stats, obs, clip: float = 10.0):
+    """``normalize`` on each part of ``obs``."""
+    return jax.tree.map(lambda x, part_stats: normalize(part_stats, x, clip), obs, stats)

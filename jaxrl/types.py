@@ -3,19 +3,33 @@ from __future__ import annotations
 
 import flax.struct
 import jax
+import jax.numpy as jnp
 
 
 @flax.struct.dataclass
 class EnvSpec:
     """Static facts about an environment an agent needs to build its networks.
 
-    Actions are always in [-1, 1]^action_size (every supported env uses that box).
+    Actions are always in [-1, 1]^action_size (every supported env uses that box). Observations are one
+    [obs_size] vector, or, where ``obs_parts`` names parts (Playground's ``state`` and ``privileged_state``), a
+    dict of one vector per part; ``obs_size`` is then the sum of the parts' sizes.
     """
 
     obs_size: int = flax.struct.field(pytree_node=False)
     action_size: int = flax.struct.field(pytree_node=False)
     decisions_per_episode: int = flax.struct.field(pytree_node=False)  # the time limit in agent decisions
     can_terminate: bool = flax.struct.field(pytree_node=False, default=True)
+    obs_parts: tuple[tuple[str, int], ...] = flax.struct.field(pytree_node=False, default=())  # (name, size)
+
+
+def obs_structure(spec: EnvSpec):
+    """The observation's sizes as the pytree observations have: ``obs_size``, or {part: size}."""
+    return dict(spec.obs_parts) if spec.obs_parts else spec.obs_size
+
+
+def zeros_obs(spec: EnvSpec, leading_shape: tuple[int, ...]):
+    """A float32 observation of zeros with these leading axes, flat or structured as ``spec`` says."""
+    return jax.tree.map(lambda size: jnp.zeros((*leading_shape, size), jnp.float32), obs_structure(spec))
 
 
 @flax.struct.dataclass

@@ -139,17 +139,25 @@ hidden_sizes = [16, 16]
 N, OBS, ACT = 2, 1, 1
 
 
-def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=()):
-    """Write ``steps`` rows. Env e at global step t observes 100 e + t; every ``episode_length`` decisions the
-    episode is truncated (or terminated at steps in ``terminate_at``) with true final obs -(100 e + t + 1)."""
-    state = buffer_lib.init(buffer_lib.layout(capacity, N, EnvSpec(OBS, ACT, episode_length, can_terminate)))
+# Structured observations in the buffer tests: the parts of observation x (= 100 e + t).
+PARTS = {"state": lambda x: x, "privileged_state": lambda x: jnp.concatenate([x, 2.0 * x], axis=-1)}
+
+
+def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=(), structured=False):
+    """Write ``steps`` rows. Env e at global step t observes x = 100 e + t; every ``episode_length`` decisions the
+    episode is truncated (or terminated at steps in ``terminate_at``) with true final obs -(x + 1). Structured:
+    the observation is {part: PARTS[part](x)} and each part's final obs is -(part + 1)."""
+    parts = (("state", 1), ("privileged_state", 2)) if structured else ()
+    spec = EnvSpec(3 if structured else OBS, ACT, episode_length, can_terminate, obs_parts=parts)
+    state = buffer_lib.init(buffer_lib.layout(capacity, N, spec))
     ep_step = np.zeros(N, np.int32)
     for t in range(steps):
-        obs = jnp.array([[100.0 * e + t] for e in range(N)])
+        x = jnp.array([[100.0 * e + t] for e in range(N)])
+        obs = {name: part(x) for name, part in PARTS.items()} if structured else x
         ended = (ep_step + 1) >= episode_length
         terminated = np.array([t in terminate_at] * N)
         truncated = ended & ~terminated
-        final = -(obs + 1.0)
+        final = jax.tree.map(lambda o: -(o + 1.0), obs)
         state = buffer_lib.add(state, obs, jnp.full((N, ACT), float(t)), jnp.full((N,), float(t)),
                                jnp.asarray(terminated), jnp.asarray(truncated), final, jnp.asarray(ep_step))
         ep_step = np.where(terminated | truncated, 0, ep_step + 1)

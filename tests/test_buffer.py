@@ -83,3 +83,27 @@ def test_window_mask_when_no_window_fits():
     state = fill(capacity=40, steps=12, episode_length=3)
     ok = B.sample_windows(state, jax.random.PRNGKey(4), 64, length=5).valid
     assert not bool(ok.any())
+
+
+def test_structured_observations_store_each_part_once_and_count_in_the_memory_estimate():
+    spec = EnvSpec(30, 2, 100, can_terminate=False, obs_parts=(("state", 10), ("privileged_state", 20)))
+    layout = B.layout(1000, 4, spec)
+    state = B.init(layout)
+    assert state.obs["state"].shape == (250, 4, 10) and state.obs["privileged_state"].shape == (250, 4, 20)
+    assert state.final_obs["privileged_state"].shape == (5, 4, 20)
+    assert layout.nbytes == sum(x.nbytes for x in jax.tree.leaves(state)) - 8 - 4 * 4  # minus counters
+    flat = B.layout(1000, 4, EnvSpec(30, 2, 100, can_terminate=False))
+    assert layout.nbytes == flat.nbytes  # the same floats, split into parts
+
+
+def test_structured_windows_keep_their_parts_aligned_and_end_on_the_true_final_obs():
+    state = fill(capacity=2 * 30, steps=45, episode_length=6, structured=True)
+    windows = B.sample_windows(state, jax.random.PRNGKey(3), 512, length=4)
+    x = np.asarray(windows.obs["state"][..., 0])  # [B, 5]
+    privileged = np.asarray(windows.obs["privileged_state"])
+    np.testing.assert_allclose(privileged[:, :-1], np.stack([x[:, :-1], 2 * x[:, :-1]], axis=-1))
+    done = np.asarray(windows.truncated[:, -1])
+    assert done.any() and not done.all()
+    before = x[:, -2]  # each part's final obs is -(part + 1)
+    np.testing.assert_allclose(x[:, -1], np.where(done, -(before + 1), before + 1))
+    np.testing.assert_allclose(privileged[:, -1, 1], np.where(done, -(2 * before + 1), 2 * (before + 1)))

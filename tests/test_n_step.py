@@ -10,13 +10,13 @@ from jaxrl import ConfigError
 from jaxrl import buffer as B
 from jaxrl.loop import LoopConfig
 from jaxrl.losses import td_target
-from tests.helpers import BATCH, fill, train
+from tests.helpers import BATCH, PARTS, fill, train
 
 
 def reference(t, env, n, gamma, newest, ends):
-    """Walk the steps from global step t of ``env`` one by one: (reward sum, discount, next obs, terminated,
-    truncated). ``ends`` maps an episode's last step to "terminated" / "truncated"; the newest row (``newest``)
-    has no successor yet, so no window reaches it."""
+    """Walk the steps from global step t of ``env`` one by one: (reward sum, discount, terminated, truncated, the
+    bootstrap observation as a function of a part). ``ends`` maps an episode's last step to "terminated" /
+    "truncated"; the newest row (``newest``) has no successor yet, so no window reaches it."""
     total, last = 0.0, None
     for k in range(n):
         step = t + k
@@ -28,43 +28,54 @@ def reference(t, env, n, gamma, newest, ends):
             break
     m = last - t + 1
     end = ends.get(last)
-    next_obs = -(100.0 * env + last + 1) if end else 100.0 * env + last + 1  # fill()'s final obs are negated
-    return total, gamma**m, next_obs, end == "terminated", end == "truncated"
+
+    def next_obs(part):  # fill()'s final observations are -(part + 1)
+        return -(part(np.array([100.0 * env + last])) + 1) if end else part(np.array([100.0 * env + last + 1]))
+
+    return total, gamma**m, end == "terminated", end == "truncated", next_obs
 
 
-def check_against_reference(state, n, gamma, newest, ends, key=0):
-    batch = B.sample(state, jax.random.PRNGKey(key), 2048, n_step=n, gamma=gamma)
-    obs = np.asarray(batch.obs[:, 0])
-    env = np.floor(obs / 100.0)
-    t = (obs - 100 * env).astype(int)
+def check_against_reference(state, n, gamma, newest, ends, structured, key=0):
+    batch = B.sample(state, jax.random.PRNGKey(key), 1024, n_step=n, gamma=gamma)
+    x = np.asarray((batch.obs["state"] if structured else batch.obs)[:, 0])
+    env = np.floor(x / 100.0)
+    t = (x - 100 * env).astype(int)
     expected = [reference(ti, ei, n, gamma, newest, ends) for ti, ei in zip(t, env, strict=True)]
-    total, discount, next_obs, terminated, truncated = (np.array(x) for x in zip(*expected, strict=True))
+    total, discount, terminated, truncated, next_obs = zip(*expected, strict=True)
     np.testing.assert_allclose(batch.reward, total, rtol=1e-6)
     np.testing.assert_allclose(batch.discount, discount, rtol=1e-6)
-    np.testing.assert_allclose(batch.next_obs[:, 0], next_obs)
     np.testing.assert_array_equal(batch.terminated, terminated)
     np.testing.assert_array_equal(batch.truncated, truncated)
-    return t, discount
+    parts = PARTS if structured else {None: PARTS["state"]}
+    for name, part in parts.items():
+        got = batch.next_obs[name] if structured else batch.next_obs
+        np.testing.assert_allclose(got, np.stack([np.asarray(f(part)) for f in next_obs]))
+        np.testing.assert_allclose(batch.obs[name] if structured else batch.obs, part(x[:, None]))
+    return t, np.array(discount)
 
 
-def test_n_step_sums_inside_an_episode_and_stop_before_the_write_head():
-    state = fill(capacity=2 * 20, steps=20, episode_length=1000)  # t = 0..19, newest row t = 19
-    t, discount = check_against_reference(state, n=3, gamma=0.5, newest=19, ends={})
+@pytest.mark.parametrize("structured", [False, True])
+def test_n_step_sums_inside_an_episode_and_stop_before_the_write_head(structured):
+    state = fill(capacity=2 * 20, steps=20, episode_length=1000, structured=structured)  # t = 0..19, newest 19
+    t, discount = check_against_reference(state, n=3, gamma=0.5, newest=19, ends={}, structured=structured)
     assert set(discount[t <= 16]) == {0.125} and set(discount[t == 17]) == {0.25} and set(discount[t == 18]) == {0.5}
 
 
-def test_a_termination_ends_the_sum_without_bootstrap_and_a_truncation_bootstraps_from_the_final_obs():
+@pytest.mark.parametrize("structured", [False, True])
+def test_a_termination_ends_the_sum_without_bootstrap_and_a_truncation_bootstraps_from_the_final_obs(structured):
     # episodes: t = 0-4 (truncated at 4), 5-7 (terminated at 7), 8-12 (truncated), 13-17 (truncated), 18-19
-    state = fill(capacity=2 * 40, steps=20, episode_length=5, can_terminate=True, terminate_at=(7,))
+    state = fill(capacity=2 * 40, steps=20, episode_length=5, can_terminate=True, terminate_at=(7,),
+                 structured=structured)
     ends = {4: "truncated", 7: "terminated", 12: "truncated", 17: "truncated"}
-    t, _ = check_against_reference(state, n=3, gamma=0.9, newest=19, ends=ends)
+    t, _ = check_against_reference(state, n=3, gamma=0.9, newest=19, ends=ends, structured=structured)
     assert {3, 4, 6, 7, 16} <= set(t)  # windows that stop at each kind of end are among those checked
 
 
-def test_n_step_windows_wrap_around_the_ring():
-    state = fill(capacity=2 * 10, steps=27, episode_length=4)  # 10 rows hold t = 17..26 across the wrap
+@pytest.mark.parametrize("structured", [False, True])
+def test_n_step_windows_wrap_around_the_ring(structured):
+    state = fill(capacity=2 * 10, steps=27, episode_length=4, structured=structured)  # rows hold t = 17..26
     ends = {t: "truncated" for t in range(3, 27, 4)}
-    t, _ = check_against_reference(state, n=4, gamma=0.7, newest=26, ends=ends)
+    t, _ = check_against_reference(state, n=4, gamma=0.7, newest=26, ends=ends, structured=structured)
     assert t.min() == 17 and t.max() == 25
 
 

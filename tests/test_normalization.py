@@ -2,7 +2,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxrl.normalization import init_stats, normalize, update_stats
+from jaxrl.normalization import (
+    init_normalizers,
+    init_stats,
+    normalize,
+    normalize_obs,
+    update_obs_stats,
+    update_stats,
+)
 
 
 def test_running_stats_merge_batches_exactly():
@@ -32,3 +39,18 @@ def test_float32_running_statistics_match_float64_over_a_million_samples():
     # A plain float32 Welford update is off by 0.016 in the mean here (3 % of the std).
     assert abs(float(stats.mean[0]) - exact.mean()) < 1e-3 * exact.std()
     np.testing.assert_allclose(stats.var[0], exact.var(), rtol=1e-3)
+
+
+def test_structured_observations_are_normalised_part_by_part():
+    key_a, key_b = jax.random.split(jax.random.PRNGKey(0))
+    obs = {"state": 3.0 + jax.random.normal(key_a, (64, 2)),
+           "privileged_state": -5.0 + 10 * jax.random.normal(key_b, (64, 3))}
+    stats = update_obs_stats(init_normalizers({"state": 2, "privileged_state": 3}, 4).obs, obs)
+    for part, size in (("state", 2), ("privileged_state", 3)):
+        alone = update_stats(init_stats(size), obs[part])
+        np.testing.assert_array_equal(stats[part].mean, alone.mean)
+        np.testing.assert_array_equal(stats[part].var, alone.var)
+    normalised = normalize_obs(stats, obs)
+    for part in obs:
+        np.testing.assert_allclose(jnp.mean(normalised[part], axis=0), 0.0, atol=1e-5)
+        np.testing.assert_allclose(jnp.std(normalised[part], axis=0), 1.0, atol=1e-3)
