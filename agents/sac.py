@@ -25,9 +25,9 @@ import optax
 from jaxrl import checks
 from jaxrl.agent import Agent
 from jaxrl.losses import init_temperature, polyak_update, td_target, temperature_loss
-from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import grad_norm_metrics, gradient_step
-from jaxrl.types import Batch, EnvSpec
+from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -130,10 +130,11 @@ def check_config(cfg: Config) -> None:
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
-    actor = GaussianPolicyHead(cfg.hidden_sizes, spec.action_size, "relu", cfg.log_std_min, cfg.log_std_max)
-    critic = CriticEnsemble(cfg.hidden_sizes, num_critics=2, layer_norm=cfg.critic_layer_norm)
+    actor = reading(spec.actor_obs, GaussianPolicyHead(cfg.hidden_sizes, spec.action_size, "relu", cfg.log_std_min,
+                                                       cfg.log_std_max))
+    critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=2, layer_norm=cfg.critic_layer_norm))
     actor_key, critic_key = jax.random.split(key)
-    obs = jnp.zeros((1, spec.obs_size))
+    obs = zeros_obs(spec, (1,))
     action = jnp.zeros((1, spec.action_size))
     actor_params = actor.init(actor_key, obs)
     critic_params = critic.init(critic_key, obs, action)

@@ -35,9 +35,9 @@ from jaxrl.agent import Agent
 from jaxrl.distributional import categorical_projection
 from jaxrl.hyperspherical import HyperCriticEnsemble, HyperTanhGaussianActor, project_hyper_kernels
 from jaxrl.losses import init_temperature, polyak_update, td_target, temperature_loss
-from jaxrl.networks import sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.networks import reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import grad_norm_metrics, gradient_step
-from jaxrl.types import Batch, EnvSpec
+from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -170,12 +170,12 @@ def check_config(cfg: Config) -> None:
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
-    actor = HyperTanhGaussianActor(cfg.actor_hidden_dim, cfg.actor_num_blocks, spec.action_size, cfg.c_shift,
-                                   cfg.expansion)
-    critic = HyperCriticEnsemble(cfg.critic_hidden_dim, cfg.critic_num_blocks, cfg.num_critics, cfg.num_bins,
-                                 cfg.c_shift, cfg.expansion)
+    actor = reading(spec.actor_obs, HyperTanhGaussianActor(cfg.actor_hidden_dim, cfg.actor_num_blocks,
+                                                           spec.action_size, cfg.c_shift, cfg.expansion))
+    critic = reading(spec.critic_obs, HyperCriticEnsemble(cfg.critic_hidden_dim, cfg.critic_num_blocks,
+                                                          cfg.num_critics, cfg.num_bins, cfg.c_shift, cfg.expansion))
     actor_key, critic_key = jax.random.split(key)
-    obs, action = jnp.zeros((1, spec.obs_size)), jnp.zeros((1, spec.action_size))
+    obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
     actor_params = project_hyper_kernels(actor.init(actor_key, obs))
     critic_params = project_hyper_kernels(critic.init(critic_key, obs, action))
     target = -0.5 * spec.action_size if cfg.target_entropy is None else cfg.target_entropy

@@ -23,9 +23,9 @@ import optax
 from jaxrl import checks
 from jaxrl.agent import Agent
 from jaxrl.losses import polyak_update, td_target
-from jaxrl.networks import MLP, CriticEnsemble
+from jaxrl.networks import MLP, CriticEnsemble, reading
 from jaxrl.optim import grad_norm_metrics, gradient_step
-from jaxrl.types import Batch, EnvSpec
+from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -123,10 +123,10 @@ def check_config(cfg: Config) -> None:
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
-    actor = DeterministicActor(cfg.hidden_sizes, spec.action_size)
-    critic = CriticEnsemble(cfg.hidden_sizes, num_critics=2)
+    actor = reading(spec.actor_obs, DeterministicActor(cfg.hidden_sizes, spec.action_size))
+    critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=2))
     actor_key, critic_key = jax.random.split(key)
-    obs, action = jnp.zeros((1, spec.obs_size)), jnp.zeros((1, spec.action_size))
+    obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
     actor_params = actor.init(actor_key, obs)
     critic_params = critic.init(critic_key, obs, action)
     actor_opt, critic_opt = optimizers(cfg)

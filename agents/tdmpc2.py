@@ -39,11 +39,11 @@ from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent
 from jaxrl.losses import polyak_update
-from jaxrl.networks import simnorm, tanh_log_det_jacobian
+from jaxrl.networks import select_part, simnorm, tanh_log_det_jacobian
 from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.planning import PlannerConfig, plan, shift_mean
 from jaxrl.regression import bins, soft_cross_entropy, two_hot, two_hot_inverse
-from jaxrl.types import EnvSpec, WindowBatch
+from jaxrl.types import EnvSpec, WindowBatch, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -153,6 +153,7 @@ class WorldModel(nn.Module):
     cfg: Config
     obs_size: int
     action_size: int
+    obs_part: str | None = None  # the part of a structured observation the encoder reads (EnvSpec.actor_obs)
 
     def setup(self):
         c = self.cfg
@@ -165,6 +166,7 @@ class WorldModel(nn.Module):
             (c.hidden_dim, c.hidden_dim), c.num_bins, zero_out=True, dropout=c.dropout)
 
     def encode(self, obs):
+        obs = select_part(obs, self.obs_part)
         for layer in self.encoder:
             obs = layer(obs)
         return obs
@@ -242,7 +244,7 @@ def td_targets(state: State, batch: WindowBatch, key, cfg: Config):
     """y_t = r_t + gamma (1 - terminated_t) min(Qbar_i, Qbar_j)(z'_{t+1}, a'), i, j 2 random target heads,
     z'_{t+1} the online encoder's latent of the true next observation; [B, H]."""
     members_key, action_key = jax.random.split(key)
-    next_z = state.model.apply(state.model_params, batch.obs[:, 1:], method="encode")
+    next_z = state.model.apply(state.model_params, jax.tree.map(lambda obs: obs[:, 1:], batch.obs), method="encode")
     next_action, _ = sample_policy(state.policy, state.policy_params, next_z, action_key)
     members = jax.random.choice(members_key, cfg.num_q, (2,), replace=False)
     logits = state.model.apply(with_q(state.model_params, state.target_q_params), next_z, next_action,
@@ -264,7 +266,7 @@ def world_model_loss(model_params, state: State, batch: WindowBatch, key, cfg: C
     valid = batch.valid.astype(jnp.float32)
     masked_mean = lambda x: jnp.sum(x * valid) / jnp.maximum(jnp.sum(valid), 1.0)  # noqa: E731
 
-    z = model.apply(model_params, batch.obs[:, 0], method="encode")
+    z = model.apply(model_params, jax.tree.map(lambda obs: obs[:, 0], batch.obs), method="encode")
     latents = [z]
     consistency = 0.0
     for t in range(horizon):
@@ -336,7 +338,7 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
     z = model.apply(params, obs, method="encode")
     decide = lambda z, mean, key: plan(z, shift_mean(mean), key, dynamics, reward, value, policy,  # noqa: E731
                                        planner_config(cfg, carry.shape[-1]), deterministic)
-    return jax.vmap(decide)(z, carry, jax.random.split(key, obs.shape[0]))
+    return jax.vmap(decide)(z, carry, jax.random.split(key, z.shape[0]))
 
 
 def init_carry(num_envs: int, spec: EnvSpec, cfg: Config):
@@ -383,10 +385,10 @@ def check_config(cfg: Config) -> None:
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
-    model = WorldModel(static_config(cfg), spec.obs_size, spec.action_size)
+    model = WorldModel(static_config(cfg), spec.obs_size, spec.action_size, spec.actor_obs)
     policy = PolicyPrior(cfg.hidden_dim, spec.action_size)
     model_key, policy_key = jax.random.split(key)
-    obs, action = jnp.zeros((1, spec.obs_size)), jnp.zeros((1, spec.action_size))
+    obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
     model_params = model.init(model_key, obs, action)
     policy_params = policy.init(policy_key, jnp.zeros((1, cfg.latent_dim)))
     model_opt, policy_opt = optimizers(cfg)

@@ -25,9 +25,9 @@ import optax
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
 from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, quantile_huber_loss, td_target
-from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import grad_norm_metrics, gradient_step
-from jaxrl.types import Batch, EnvSpec
+from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -140,10 +140,12 @@ def check_config(cfg: Config) -> None:
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
-    actor = GaussianPolicyHead(cfg.actor_hidden_sizes, spec.action_size, "relu", -20.0, 2.0, squash_log_std=False)
-    critic = CriticEnsemble(cfg.critic_hidden_sizes, num_critics=cfg.num_critics, output_size=cfg.num_quantiles)
+    actor = reading(spec.actor_obs, GaussianPolicyHead(cfg.actor_hidden_sizes, spec.action_size, "relu", -20.0, 2.0,
+                                                       squash_log_std=False))
+    critic = reading(spec.critic_obs, CriticEnsemble(cfg.critic_hidden_sizes, num_critics=cfg.num_critics,
+                                                     output_size=cfg.num_quantiles))
     actor_key, critic_key = jax.random.split(key)
-    obs, action = jnp.zeros((1, spec.obs_size)), jnp.zeros((1, spec.action_size))
+    obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
     actor_params, critic_params = actor.init(actor_key, obs), critic.init(critic_key, obs, action)
     log_alpha, target_entropy = init_temperature(cfg.init_alpha, cfg.target_entropy, spec.action_size)
     actor_opt, critic_opt, alpha_opt = optimizers(cfg)

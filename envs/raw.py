@@ -12,6 +12,8 @@ class RawEnv:
 
     ``reset(key) -> (state, obs)``; ``step(state, action) -> (state, obs, reward, terminated)``.
     ``episode_length`` is the time limit in env steps, i.e. simulator steps (the wrappers turn it into truncation).
+    ``obs`` is one [obs_size] vector or, where ``obs_parts`` names (part, size) pairs, a dict of one vector per part
+    (``obs_size`` is then their total).
     """
 
     name: str
@@ -21,3 +23,4 @@ class RawEnv:
     can_terminate: bool
     reset: Callable[[Any], tuple[Any, Any]]
     step: Callable[[Any, Any], tuple[Any, Any, Any, Any]]
+    obs_parts: tuple[tuple[str, int], ...] = ()

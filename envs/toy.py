@@ -74,6 +74,24 @@ def bandit() -> RawEnv:
                   reset=reset, step=step)
 
 
+def privileged_bandit() -> RawEnv:
+    """One-step probe with an asymmetric observation: each episode draws a target c in {-0.5, 0.5}; reward
+    1 - ||a - c||^2, then termination. ``state`` (what an actor reads) is a constant 1, ``privileged_state`` (what
+    a critic may read) is c. A critic on the privileged part learns Q(c, a) = 1 - (a - c)^2; the best the actor can
+    do without c is a = E[c] = 0 (return 0.75); a critic on ``state`` can only learn 0.75 - a^2."""
+
+    def reset(key):
+        target = jnp.where(jax.random.bernoulli(key), 0.5, -0.5)
+        return target, {"state": jnp.ones((1,)), "privileged_state": target[None]}
+
+    def step(target, action):
+        reward = 1.0 - jnp.sum(jnp.square(action - target))
+        return target, {"state": jnp.ones((1,)), "privileged_state": target[None]}, reward, jnp.bool_(True)
+
+    return RawEnv("toy/PrivilegedBandit", obs_size=2, action_size=1, episode_length=1, can_terminate=True,
+                  reset=reset, step=step, obs_parts=(("state", 1), ("privileged_state", 1)))
+
+
 def constant_truncated() -> RawEnv:
     """Probe that never terminates and is truncated after 10 steps, reward 1 every step.
 
@@ -95,5 +113,6 @@ TOY_ENVS = {
     "Pendulum": pendulum,
     "PointMass": point_mass,
     "Bandit": bandit,
+    "PrivilegedBandit": privileged_bandit,
     "ConstantTruncated": constant_truncated,
 }

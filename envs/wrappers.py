@@ -21,7 +21,7 @@ class EnvState:
     """State of a batch of N envs (leading axis N on every leaf)."""
 
     raw: Any  # the backend's own state
-    obs: jax.Array  # [N, obs_size] observation the agent acts on next
+    obs: Any  # [N, obs_size] observation the agent acts on next ({part: [N, size]} if structured)
     episode_step: jax.Array  # [N] int32 agent decisions taken in the current episode
     episode_return: jax.Array  # [N] float32 return so far in the current episode
     key: jax.Array  # [N, 2] per-env key for the next reset
@@ -31,8 +31,8 @@ class EnvState:
 class Step:
     """What one batched step returns besides the new state."""
 
-    obs: jax.Array  # [N, obs] next observation to act on (after auto-reset where done)
-    final_obs: jax.Array  # [N, obs] the true s' of this transition (before any reset)
+    obs: Any  # [N, obs] next observation to act on (after auto-reset where done); a dict if structured
+    final_obs: Any  # [N, obs] the true s' of this transition (before any reset)
     reward: jax.Array  # [N] float32, summed over action repeats
     terminated: jax.Array  # [N] bool: the task ended (do not bootstrap)
     truncated: jax.Array  # [N] bool: the time limit ended it (bootstrap from final_obs)
@@ -53,6 +53,11 @@ def where_tree(mask: jax.Array, on_true, on_false):
     return jax.tree.map(select, on_true, on_false)
 
 
+def as_float32(obs):
+    """Every part of an observation as float32."""
+    return jax.tree.map(lambda x: x.astype(jnp.float32), obs)
+
+
 @dataclasses.dataclass(frozen=True)
 class VecEnv:
     """``num_envs`` copies of ``raw`` stepped together; ``action_repeat`` simulator steps per decision.
@@ -70,7 +75,8 @@ class VecEnv:
 
     @property
     def spec(self) -> EnvSpec:
-        return EnvSpec(self.raw.obs_size, self.raw.action_size, self.decisions_per_episode, self.raw.can_terminate)
+        return EnvSpec(self.raw.obs_size, self.raw.action_size, self.decisions_per_episode, self.raw.can_terminate,
+                       obs_parts=self.raw.obs_parts)
 
     @property
     def decisions_per_episode(self) -> int:
@@ -80,7 +86,7 @@ class VecEnv:
         n = self.num_envs if num_envs is None else num_envs
         keys = jax.random.split(key, 2 * n)
         raw, obs = jax.vmap(self.raw.reset)(keys[:n])
-        return EnvState(raw=raw, obs=obs.astype(jnp.float32), episode_step=jnp.zeros((n,), jnp.int32),
+        return EnvState(raw=raw, obs=as_float32(obs), episode_step=jnp.zeros((n,), jnp.int32),
                         episode_return=jnp.zeros((n,), jnp.float32), key=keys[n:])
 
     def _repeated_step(self, raw_state, action):
@@ -92,7 +98,7 @@ class VecEnv:
             new_state, new_obs, r, t = self.raw.step(state, action)
             # Once the task has ended inside the repeat, freeze it: later sub-steps add nothing.
             state = where_tree(terminated, state, new_state)
-            obs = jnp.where(terminated, obs, new_obs)
+            obs = where_tree(terminated, obs, new_obs)
             return (state, obs, reward + jnp.where(terminated, 0.0, r), terminated | t), None
 
         state, obs, reward, terminated = self.raw.step(raw_state, action)
@@ -102,7 +108,7 @@ class VecEnv:
 
     def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, Step]:
         raw, final_obs, reward, terminated = jax.vmap(self._repeated_step)(state.raw, action)
-        final_obs = final_obs.astype(jnp.float32)
+        final_obs = as_float32(final_obs)
         reward = reward.astype(jnp.float32)
         terminated = terminated.astype(jnp.bool_)
         episode_step = state.episode_step + 1
@@ -114,7 +120,7 @@ class VecEnv:
             raw, obs, key = args
             split = jax.vmap(jax.random.split)(key)
             new_raw, new_obs = jax.vmap(self.raw.reset)(split[:, 1])
-            return (where_tree(done, new_raw, raw), jnp.where(done[:, None], new_obs.astype(jnp.float32), obs),
+            return (where_tree(done, new_raw, raw), where_tree(done, as_float32(new_obs), obs),
                     jnp.where(done[:, None], split[:, 0], key))
 
         # Resetting is skipped (not masked) when no env finished: most steps of long episodes pay nothing.

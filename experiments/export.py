@@ -46,8 +46,8 @@ def restore_run(run_dir: str, step: int | None = None) -> SimpleNamespace:
     state, step = checkpoint.restore(os.path.join(run_dir, "checkpoints"), abstract, step, on_damaged=lambda s, why:
                                      rundir.note(f"checkpoint at env step {s} of {run_dir} is damaged ({why}); "
                                                  "using the newest intact one"))
-    return SimpleNamespace(agent=agent, run=run, loop=loop, agent_cfg=agent_cfg, members=members, spec=env.spec,
-                           trainer=trainer, state=state, step=step)
+    return SimpleNamespace(agent=agent, run=run, loop=loop, agent_cfg=agent_cfg, members=members,
+                           spec=trainer.program.spec, trainer=trainer, state=state, step=step)
 
 
 def take_member(state, k: int):
@@ -90,10 +90,13 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
 
 def load_policy(run_dir: str, member: int = 0, step: int | None = None):
     """``(policy, init_carry)``: ``policy(obs [N, obs_size], carry, key) -> (actions, carry)`` acts
-    deterministically as the run's evaluation does (observation normalisation included), jitted.
-    ``init_carry(num_envs)`` is the acting state of fresh episodes (() for memoryless agents)."""
+    deterministically as the run's evaluation does (observation normalisation included), jitted. With structured
+    observations ``obs`` is the actor's part alone (``spec.actor_obs``, e.g. ``state``; a whole observation works
+    too): a deployed policy never needs the privileged part. ``init_carry(num_envs)`` is the acting state of fresh
+    episodes (() for memoryless agents)."""
     import jax
 
+    from jaxrl.networks import select_part
     from jaxrl.normalization import normalize_obs
 
     restored = restore_run(run_dir, step)
@@ -101,11 +104,14 @@ def load_policy(run_dir: str, member: int = 0, step: int | None = None):
     if not 0 <= member < len(restored.members):
         raise ConfigError(f"member {member} is out of range: {run_dir} has members 0..{len(restored.members) - 1}")
     one = jax.tree.map(lambda x: x[member] if x.ndim else x, restored.state)
+    actor_part = restored.spec.actor_obs
+    obs_stats = one.normalizers.obs if actor_part is None else one.normalizers.obs[actor_part]
 
     @jax.jit
     def policy(obs, carry, key):
+        obs = select_part(obs, actor_part)  # a whole structured observation works too
         if loop.normalize_obs:
-            obs = normalize_obs(one.normalizers.obs, obs)
+            obs = normalize_obs(obs_stats, obs)
         return agent.act(one.agent, obs, key, one.hparams, True, carry)
 
     def init_carry(num_envs: int):

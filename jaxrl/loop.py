@@ -74,6 +74,11 @@ class LoopConfig:
     return per env with the agent's gamma (SimbaV2)"""
     reward_scale_max_return: float = 5.0
     """scaled discounted returns stay within +- this (SimbaV2: its critic support's G_max)"""
+    actor_obs: str | None = None
+    """structured observations: the part the actor reads (and evaluation and exported policies); None: state"""
+    critic_obs: str | None = None
+    """structured observations: the part the critics read; None: privileged_state where the env has it, else the
+    actor's part"""
 
 
 class Schedule(NamedTuple):
@@ -146,6 +151,26 @@ def _schedule(cfg: LoopConfig, block_iters: int, block_updates: int) -> Schedule
     env_steps_per_iter = cfg.num_envs * cfg.action_repeat
     block_env_steps = env_steps_per_iter * block_iters
     return Schedule(env_steps_per_iter, block_iters, block_updates, max(1, -(-cfg.eval_every // block_env_steps)))
+
+
+def observation_roles(spec: EnvSpec, cfg: LoopConfig) -> EnvSpec:
+    """``spec`` with ``actor_obs`` / ``critic_obs`` set from ``cfg`` (ConfigError, one line, for parts the env
+    does not have). Flat observations have no parts to choose."""
+    parts = [name for name, _ in spec.obs_parts]
+    if not parts:
+        for field in ("actor_obs", "critic_obs"):
+            if getattr(cfg, field) is not None:
+                raise ConfigError(f"{field}={getattr(cfg, field)!r}: this env's observation is one flat vector, so "
+                                  "there is no part to choose; leave actor_obs and critic_obs unset")
+        return spec
+    actor = cfg.actor_obs if cfg.actor_obs is not None else "state"
+    critic = cfg.critic_obs if cfg.critic_obs is not None else "privileged_state" if "privileged_state" in parts \
+        else actor
+    for field, part in (("actor_obs", actor), ("critic_obs", critic)):
+        if part not in parts:
+            raise ConfigError(f"{field}={part!r} is not a part of this env's observation; its parts: "
+                              + ", ".join(parts))
+    return spec.replace(actor_obs=actor, critic_obs=critic)
 
 
 def learning_starts(cfg: LoopConfig) -> int:
@@ -261,7 +286,8 @@ class Program:
 
     @property
     def spec(self) -> EnvSpec:
-        return self.env.spec
+        """The env's spec with the observation parts the actor and critics read (what the agent is built from)."""
+        return observation_roles(self.env.spec, self.loop)
 
     @property
     def metric_names(self) -> tuple[str, ...]:
@@ -525,6 +551,7 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Progra
     """The Program for ``agent`` on ``env``, validating the sizes first (ConfigError, one line)."""
     agent.check_config(agent_cfg)
     schedule = make_schedule(loop)
+    observation_roles(env.spec, loop)
     layout = buffer_layout(loop, env.spec)
     if agent_cfg.batch_size <= 0 or agent_cfg.batch_size > layout.rows * loop.num_envs:
         raise ConfigError(f"batch_size={agent_cfg.batch_size} must be between 1 and the buffer's "

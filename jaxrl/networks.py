@@ -1,9 +1,10 @@
-"""Networks shared by the agents: MLPs, critic ensembles (vmap over parameters) and the tanh-Gaussian policy."""
+"""Networks shared by the agents: MLPs, critic ensembles (vmap over parameters), the tanh-Gaussian policy, and the
+wrapper that makes any of them read one part of a structured observation (asymmetric actor-critic)."""
 from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import flax.linen as nn
 import jax
@@ -14,6 +15,27 @@ import jax.numpy as jnp
 ACTIVATIONS: dict[str, Callable] = {"relu": nn.relu, "elu": nn.elu,
                                     "gelu": functools.partial(nn.gelu, approximate=False), "gelu_tanh": nn.gelu,
                                     "mish": jax.nn.mish, "tanh": jnp.tanh}
+
+
+def select_part(obs, part: str | None):
+    """``obs[part]`` of a structured observation; a flat observation (or an already selected part) as it is."""
+    return obs[part] if part is not None and isinstance(obs, Mapping) else obs
+
+
+class ReadsPart(nn.Module):
+    """``inner`` applied with its first argument replaced by one part of a structured observation."""
+
+    inner: nn.Module
+    part: str
+
+    def __call__(self, obs, *args, **kwargs):
+        return self.inner(select_part(obs, self.part), *args, **kwargs)
+
+
+def reading(part: str | None, module: nn.Module) -> nn.Module:
+    """``module`` reading observation part ``part`` (``EnvSpec.actor_obs`` / ``critic_obs``); with ``part`` None
+    (flat observations) the module itself, so flat runs keep their parameter trees exactly."""
+    return module if part is None else ReadsPart(module, part)
 
 
 class MLP(nn.Module):

@@ -20,6 +20,11 @@ class EnvSpec:
     decisions_per_episode: int = flax.struct.field(pytree_node=False)  # the time limit in agent decisions
     can_terminate: bool = flax.struct.field(pytree_node=False, default=True)
     obs_parts: tuple[tuple[str, int], ...] = flax.struct.field(pytree_node=False, default=())  # (name, size)
+    # With structured observations, the part the actor reads (and with it acting, evaluation and exported
+    # policies) and the part the critics and their targets read; None for flat observations. The loop sets them
+    # from LoopConfig.actor_obs / critic_obs before the agent builds its networks.
+    actor_obs: str | None = flax.struct.field(pytree_node=False, default=None)
+    critic_obs: str | None = flax.struct.field(pytree_node=False, default=None)
 
 
 def obs_structure(spec: EnvSpec):

@@ -87,3 +87,17 @@ def test_dmc_cartpole_steps_batched_with_mjx():
     state, out = run(env, 3, jnp.ones((2, 1)))
     assert out.obs.shape == (3, 2, 5) and np.isfinite(out.reward).all()
     assert not out.done.any()
+
+
+def test_structured_observations_step_reset_and_keep_their_final_parts():
+    env = envs.make("toy/PrivilegedBandit", 64)
+    assert env.spec.obs_parts == (("state", 1), ("privileged_state", 1))
+    state = env.reset(jax.random.PRNGKey(0))
+    assert set(state.obs) == {"state", "privileged_state"} and state.obs["privileged_state"].dtype == jnp.float32
+    target = state.obs["privileged_state"][:, 0]
+    new_state, out = env.step(state, jnp.broadcast_to(target[:, None], (64, 1)))  # the best action everywhere
+    np.testing.assert_allclose(out.reward, 1.0)
+    assert bool(out.terminated.all())
+    np.testing.assert_array_equal(out.final_obs["privileged_state"][:, 0], target)  # the ended episode's c
+    drawn = np.asarray(new_state.obs["privileged_state"][:, 0])
+    assert set(drawn) == {-0.5, 0.5} and (drawn != np.asarray(target)).any()  # fresh episodes drew new targets

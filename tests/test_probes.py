@@ -198,3 +198,68 @@ def test_truncated_probe_bootstraps_through_the_time_limit_and_its_negative_cont
 
     state, _ = train("toy/ConstantTruncated", TRUNCATED_LOOP, cfg, agent=time_limits_as_terminations(probe.agent))
     np.testing.assert_allclose(q(first_seed(state), obs, actions), probe.stopped_q, atol=probe.truncated_atol)
+
+
+@pytest.mark.parametrize("name", ["sac", "td3"])
+def test_an_asymmetric_critic_learns_from_the_privileged_part_while_the_actor_reads_only_its_own(name):
+    """toy/PrivilegedBandit: the actor reads a constant ``state``, the critics read the episode's target c
+    (``privileged_state``). Q(c, a) = 1 - (a - c)^2; the actor's best action without c is E[c] = 0."""
+    probe = PROBES[name]
+    cfg = probe.bandit_cfg
+    state, _ = train("toy/PrivilegedBandit", BANDIT_LOOP, cfg, agent=probe.agent)
+    agent = first_seed(state)
+    best, _ = probe.agent.act(agent, jnp.ones((1, 1)), jax.random.PRNGKey(0), cfg, True, ())  # the actor's part
+    assert abs(float(best[0, 0])) < 0.1, float(best[0, 0])
+    actions = jnp.array([[-0.5], [0.0], [0.5], [-0.5], [0.0], [0.5]])
+    target = jnp.array([[-0.5], [-0.5], [-0.5], [0.5], [0.5], [0.5]])
+    obs = {"state": jnp.ones((6, 1)), "privileged_state": target}
+    q = probe.q(cfg)(agent, obs, actions)
+    np.testing.assert_allclose(q, np.broadcast_to(1 - (actions - target)[:, 0] ** 2, q.shape), atol=probe.bandit_atol)
+
+
+@pytest.mark.parametrize("name", PROBES)
+def test_every_agent_acts_on_the_actor_part_and_values_on_the_critic_part(name):
+    """With structured observations the actor (acting, evaluation, export) reads ``state`` only and the critics
+    ``privileged_state``; TD-MPC2's encoder, which serves planning, reads the actor's part for everything."""
+    probe = PROBES[name]
+    cfg = probe.bandit_cfg
+    spec = EnvSpec(obs_size=7, action_size=1, decisions_per_episode=10, actor_obs="state",
+                   critic_obs="privileged_state", obs_parts=(("state", 3), ("privileged_state", 4)))
+    agent = jax.jit(lambda key: probe.agent.init(key, spec, cfg))(jax.random.PRNGKey(0))  # jitted: eager is slow
+    keys = jax.random.split(jax.random.PRNGKey(1), 3)
+    state_part = jax.random.normal(keys[0], (5, 3))
+    one = {"state": state_part, "privileged_state": jax.random.normal(keys[1], (5, 4))}
+    other = {"state": state_part, "privileged_state": jax.random.normal(keys[2], (5, 4))}
+    carry = probe.agent.init_carry(5, spec, cfg)
+
+    @jax.jit
+    def act(obs):
+        return probe.agent.act(agent, obs, jax.random.PRNGKey(2), cfg, True, carry)[0]
+
+    np.testing.assert_array_equal(act(one), act(other))
+    np.testing.assert_array_equal(act(one), act(state_part))  # an exported policy gets the actor's part alone
+    action = jnp.zeros((5, 1))
+    q = jax.jit(lambda obs: probe.q(cfg)(agent, obs, action))
+    q_one, q_other = q(one), q(other)
+    if name == "tdmpc2":
+        np.testing.assert_array_equal(q_one, q_other)
+    else:
+        assert not np.allclose(q_one, q_other)
+        changed_state = {"state": state_part + 1.0, "privileged_state": one["privileged_state"]}
+        np.testing.assert_array_equal(q_one, q(changed_state))
+
+
+def test_an_exported_policy_of_a_structured_run_takes_the_actor_part_alone(cli, tmp_path):
+    from experiments.export import load_policy
+
+    run_dir = str(tmp_path / "run")
+    result = cli("train", "--env", "toy/PrivilegedBandit", "--steps", "400", "--num-envs", "4", "--num-eval-envs", "2",
+                 "--eval-every", "200", "--learning-starts", "200", "--buffer-size", "1000", "--normalize-obs",
+                 "--sac.hidden-sizes", "16", "16", "--sac.batch-size", "32", "--run-dir", run_dir)
+    assert result.returncode == 0, result.stderr
+    policy, init_carry = load_policy(run_dir)
+    state_part = jnp.ones((3, 1))
+    actions, _ = policy(state_part, init_carry(3), jax.random.PRNGKey(0))
+    full = {"state": state_part, "privileged_state": jnp.array([[0.5], [-0.5], [0.5]])}
+    np.testing.assert_array_equal(actions, policy(full, init_carry(3), jax.random.PRNGKey(0))[0])
+    assert actions.shape == (3, 1) and np.all(np.abs(actions) <= 1)

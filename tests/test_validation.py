@@ -276,3 +276,18 @@ def test_seeds_out_of_range_fail_with_one_line(seed, count, fragments):
     with pytest.raises(ConfigError) as e:
         check_seed(seed, count)
     assert_one_line(e, "seed", *fragments)
+
+
+def test_observation_parts_are_chosen_before_compiling_with_one_line_errors():
+    import envs
+    from jaxrl.loop import LoopConfig, describe, observation_roles
+
+    structured = envs.make("toy/PrivilegedBandit", 2).spec
+    roles = observation_roles(structured, LoopConfig())
+    assert (roles.actor_obs, roles.critic_obs) == ("state", "privileged_state")
+    assert observation_roles(structured, LoopConfig(critic_obs="state")).critic_obs == "state"  # symmetric
+    with pytest.raises(ConfigError, match=r"critic_obs='privileged' is not a part .* parts: state, privileged_state"):
+        observation_roles(structured, LoopConfig(critic_obs="privileged"))
+    flat, sac = envs.make("toy/Pendulum", 2), get_agent("sac")
+    with pytest.raises(ConfigError, match="actor_obs='state': this env's observation is one flat vector"):
+        describe(sac, flat, flat, LoopConfig(actor_obs="state", buffer_size=1000), sac.Config())
