@@ -1,10 +1,14 @@
-"""``make(name, num_envs, ...)``: Brax, MuJoCo Playground DM Control Suite and toy environments by name.
+"""``make(name, num_envs, ...)``: Brax, MuJoCo Playground (DM Control Suite, locomotion, manipulation) and toy
+environments by name.
 
-Names are ``brax/<env>``, ``dmc/<Task>`` and ``toy/<Name>``; ``jaxrl envs`` lists them all.
+Names are ``brax/<env>``, ``dmc/<Task>``, ``locomotion/<Task>``, ``manipulation/<Task>`` and ``toy/<Name>``;
+``jaxrl envs`` lists them all. The locomotion and manipulation tasks need the robot models of ``jaxrl[robots]``
+(``envs/menagerie.py``).
 """
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -12,12 +16,14 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from envs.menagerie import use_packaged_menagerie
 from envs.raw import RawEnv
 from envs.toy import TOY_ENVS
 from envs.wrappers import VecEnv
 from jaxrl import ConfigError
 
-PREFIXES = ("brax/", "dmc/", "toy/")
+PREFIXES = ("brax/", "dmc/", "locomotion/", "manipulation/", "toy/")
+PLAYGROUND_SUITES = {"dmc": "dm_control_suite", "locomotion": "locomotion", "manipulation": "manipulation"}
 BRAX_BACKENDS = ("generalized", "positional", "spring", "mjx")
 PLAYGROUND_IMPLS = ("jax", "warp")
 # Brax locomotion tasks that end an episode when the robot falls; the rest only hit the time limit.
@@ -37,6 +43,8 @@ SUITE_LOOP_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
     "toy": MappingProxyType({}),
     "brax": MappingProxyType({}),
     "dmc": MappingProxyType({"action_repeat": 2, "updates_per_step": 2.0}),
+    "locomotion": MappingProxyType({}),
+    "manipulation": MappingProxyType({}),
 })
 
 
@@ -54,14 +62,17 @@ def _brax_names() -> list[str]:
     return sorted(brax_envs._envs)  # brax keeps no public listing
 
 
-def _dmc_names() -> list[str]:
-    from mujoco_playground import dm_control_suite
+def _playground_suite(prefix: str):
+    return getattr(importlib.import_module("mujoco_playground"), PLAYGROUND_SUITES[prefix])
 
-    return list(dm_control_suite.ALL_ENVS)
+
+def _playground_names(prefix: str) -> list[str]:
+    return list(_playground_suite(prefix).ALL_ENVS)
 
 
 def list_envs() -> list[str]:
-    return ([f"brax/{n}" for n in _brax_names()] + [f"dmc/{n}" for n in _dmc_names()]
+    return ([f"brax/{n}" for n in _brax_names()]
+            + [f"{prefix}/{n}" for prefix in PLAYGROUND_SUITES for n in _playground_names(prefix)]
             + [f"toy/{n}" for n in TOY_ENVS])
 
 
@@ -81,8 +92,17 @@ def _from_state_api(name: str, env: Any, episode_length: int, can_terminate: boo
         state = env.step(state, action)
         return state, state.obs, state.reward, state.done.astype(jnp.bool_)
 
-    return RawEnv(name, int(env.observation_size), int(env.action_size), episode_length, can_terminate,
-                  reset, step)
+    size = env.observation_size
+    if not isinstance(size, Mapping):
+        return RawEnv(name, int(size), int(env.action_size), episode_length, can_terminate, reset, step)
+    parts = []
+    for part, shape in size.items():
+        shape = (shape,) if isinstance(shape, int) else tuple(shape)
+        if len(shape) != 1:
+            raise ConfigError(f"{name}: observation part {part!r} has shape {shape}; only vector parts are supported")
+        parts.append((part, int(shape[0])))
+    return RawEnv(name, sum(n for _, n in parts), int(env.action_size), episode_length, can_terminate, reset, step,
+                  obs_parts=tuple(parts))
 
 
 def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: str = "jax",
@@ -109,22 +129,30 @@ def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: s
             env = brax_envs.get_environment(task, backend=brax_backend)
         raw = _from_state_api(name, env, 1000, task not in BRAX_NON_TERMINATING)
     else:
-        if playground_impl not in PLAYGROUND_IMPLS:
-            raise ConfigError(f"unknown playground impl {playground_impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}")
-        names = _dmc_names()
-        if task not in names:
-            raise _unknown(name, [f"dmc/{n}" for n in names])
-        from mujoco_playground import dm_control_suite
-
-        cfg = dm_control_suite.get_default_config(task)
-        env = dm_control_suite.load(task, config_overrides={"impl": playground_impl})
-        # Playground's DM Control tasks end only on a NaN state; a finished episode is a time limit.
-        raw = _from_state_api(name, env, int(cfg.episode_length) * int(cfg.action_repeat), False)
+        raw = _make_playground(name, prefix, task, playground_impl)
     if episode_length is not None:
         if episode_length <= 0:
             raise ConfigError(f"episode_length must be a positive number of env steps, got {episode_length}")
         raw = dataclasses.replace(raw, episode_length=episode_length)
     return raw
+
+
+def _make_playground(name: str, prefix: str, task: str, impl: str) -> RawEnv:
+    if impl not in PLAYGROUND_IMPLS:
+        raise ConfigError(f"unknown playground impl {impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}")
+    names = _playground_names(prefix)
+    if task not in names:
+        raise _unknown(name, [f"{prefix}/{n}" for n in names])
+    if prefix != "dmc":
+        use_packaged_menagerie()
+    suite = _playground_suite(prefix)
+    cfg = suite.get_default_config(task)
+    # AeroCubeRotateZAxis's config has no impl key: it takes none.
+    env = suite.load(task, config_overrides={"impl": impl} if "impl" in cfg else {})
+    episode_length = int(cfg.episode_length) * int(cfg.get("action_repeat", 1))
+    # Playground's DM Control tasks end only on a NaN state (a finished episode is a time limit); the robots
+    # terminate when they fall or fail.
+    return _from_state_api(name, env, episode_length, can_terminate=prefix != "dmc")
 
 
 def make(name: str, num_envs: int, *, action_repeat: int = 1, episode_length: int | None = None,

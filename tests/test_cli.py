@@ -17,7 +17,7 @@ NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN tes
 
 @pytest.mark.parametrize("args, fragments", [
     (["--env", "toy/Nope"], ["toy/Nope", "toy/Pendulum"]),
-    (["--env", "mujoco/Ant"], ["mujoco/Ant", "brax/, dmc/, toy/", "jaxrl envs"]),
+    (["--env", "mujoco/Ant"], ["mujoco/Ant", "brax/, dmc/, locomotion/, manipulation/, toy/", "jaxrl envs"]),
     (["--agent", "nope"], ["'nope'", "sac"]),
     (["--num-envs", "0"], ["num_envs", "0"]),
     (["--steps", "-5"], ["steps", "-5"]),

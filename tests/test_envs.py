@@ -1,3 +1,5 @@
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -64,7 +66,9 @@ def test_action_repeat_sums_rewards_and_counts_env_steps():
 def test_unknown_names_fail_with_one_line():
     with pytest.raises(ConfigError) as e:
         envs.make("gym/HalfCheetah", 1)
-    assert "brax/, dmc/, toy/" in str(e.value) and "jaxrl envs" in str(e.value) and "\n" not in str(e.value)
+    message = str(e.value)
+    assert "brax/, dmc/, locomotion/, manipulation/, toy/" in message and "jaxrl envs" in message
+    assert "\n" not in message
     with pytest.raises(ConfigError, match="valid: dmc/AcrobotSwingup"):
         envs.make("dmc/CartpoleSwingUp", 1)
     with pytest.raises(ConfigError, match="brax/ant"):
@@ -77,6 +81,20 @@ def test_listing_covers_every_prefix():
     names = envs.list_envs()
     assert "dmc/CartpoleSwingup" in names and "brax/halfcheetah" in names and "toy/Pendulum" in names
     assert sum(n.startswith("dmc/") for n in names) == 25
+    assert sum(n.startswith("locomotion/") for n in names) == 19
+    assert sum(n.startswith("manipulation/") for n in names) == 10
+    assert "locomotion/T1JoystickFlatTerrain" in names and "manipulation/LeapCubeReorient" in names
+
+
+@pytest.mark.parametrize("name, parts", [
+    ("locomotion/Go1JoystickFlatTerrain", {"state", "privileged_state"}),
+    ("manipulation/PandaPickCube", set()),
+])
+def test_playground_robots_load_from_the_packaged_models_with_their_observation_parts(name, parts):
+    raw = envs.make_raw(name)  # loads the MJX model from the link directory; compiles nothing
+    assert {part for part, _ in raw.obs_parts} == parts
+    assert raw.can_terminate and raw.episode_length > 0
+    assert raw.obs_size > 0 and raw.obs_size == sum(size for _, size in raw.obs_parts) or not parts
 
 
 @pytest.mark.slow
@@ -101,3 +119,26 @@ def test_structured_observations_step_reset_and_keep_their_final_parts():
     np.testing.assert_array_equal(out.final_obs["privileged_state"][:, 0], target)  # the ended episode's c
     drawn = np.asarray(new_state.obs["privileged_state"][:, 0])
     assert set(drawn) == {-0.5, 0.5} and (drawn != np.asarray(target)).any()  # fresh episodes drew new targets
+
+
+def test_missing_robot_models_fail_with_the_pip_command(monkeypatch):
+    from envs import menagerie
+
+    monkeypatch.setattr(menagerie, "PACKAGES", ("envpool_assets_not_installed",))
+    with pytest.raises(ConfigError, match=r"envpool-assets-not-installed is missing\): pip install 'jaxrl\[robots\]'"):
+        menagerie.robot_dirs()
+
+
+def test_the_menagerie_link_directory_is_built_once_and_reused(tmp_path):
+    from envs import menagerie
+
+    robots = {}
+    for name in ("unitree_go1", "booster_t1"):
+        (tmp_path / "pkg" / name).mkdir(parents=True)
+        (tmp_path / "pkg" / name / "scene.xml").write_text("<mujoco/>")
+        robots[name] = str(tmp_path / "pkg" / name)
+    first = menagerie.link_directory(robots, str(tmp_path / "cache"))
+    assert sorted(os.listdir(first)) == ["booster_t1", "unitree_go1"]
+    assert open(os.path.join(first, "unitree_go1", "scene.xml")).read() == "<mujoco/>"
+    assert menagerie.link_directory(robots, str(tmp_path / "cache")) == first
+    assert os.listdir(tmp_path / "cache") == [os.path.basename(first)]  # no staging copies left behind
