@@ -17,10 +17,12 @@ from jaxrl.loop import LoopConfig
 def test_each_suite_gets_exactly_its_stated_loop_defaults():
     # Pinned: changing a suite's defaults changes every new run on it, so it must be a deliberate edit here too.
     assert {suite: dict(values) for suite, values in envs.SUITE_LOOP_DEFAULTS.items()} == {
-        "toy": {}, "brax": {}, "dmc": {"action_repeat": 2, "updates_per_step": 2.0}}
+        "toy": {}, "brax": {}, "dmc": {"action_repeat": 2, "updates_per_step": 2.0}, "locomotion": {},
+        "manipulation": {}}
     assert envs.suite_loop_defaults("dmc/CartpoleSwingup") == {"action_repeat": 2, "updates_per_step": 2.0}
     assert envs.suite_loop_defaults("brax/inverted_pendulum") == {}
     assert envs.suite_loop_defaults("toy/Pendulum") == {}
+    assert envs.suite_loop_defaults("locomotion/T1JoystickFlatTerrain") == {}
     assert envs.suite_loop_defaults("nosuchsuite/x") == {}
 
 

@@ -34,8 +34,8 @@ from tests.helpers import train
 
 BANDIT_LOOP = LoopConfig(steps=3000, num_envs=8, num_eval_envs=2, eval_every=1000, learning_starts=500,
                          buffer_size=3000)
-TRUNCATED_LOOP = LoopConfig(steps=4000, num_envs=8, num_eval_envs=2, eval_every=1000, learning_starts=500,
-                            buffer_size=4000)
+TRUNCATED_LOOP = LoopConfig(steps=3000, num_envs=8, num_eval_envs=2, eval_every=1000, learning_starts=500,
+                            buffer_size=3000)
 TRUE_Q, STOPPED_Q = 1 / (1 - 0.9), 1 / (1 - 0.81)
 
 

@@ -97,7 +97,7 @@ def test_update_uses_pre_update_critics_for_the_actor():
 def test_tqc_swings_up_the_pendulum():
     loop = LoopConfig(steps=10_000, num_envs=4, num_eval_envs=10, eval_every=2000, learning_starts=1000,
                       buffer_size=10_000)
-    cfg = tqc.Config(actor_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64))
+    cfg = tqc.Config(actor_hidden_sizes=(64, 64), critic_hidden_sizes=(64, 64), num_critics=2)  # SB3's 2 critics
     _, history = train("toy/Pendulum", loop, cfg, agent=tqc.AGENT)
     assert history[0]["eval/return"].max() < -700
     assert np.all(history[-1]["eval/return"] > -300), [h["eval/return"] for h in history]
