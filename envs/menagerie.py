@@ -51,8 +51,10 @@ def link_directory(robots: dict[str, str], cache_dir: str) -> str:
         os.symlink(path, os.path.join(staging, name))
     try:
         os.rename(staging, target)
-    except OSError:  # another process renamed its copy first: same links
+    except OSError as e:  # another process renamed its copy first (same links), or the rename itself failed
         shutil.rmtree(staging)
+        if not os.path.isdir(target):
+            raise ConfigError(f"cannot create the robot model links in {target}: {e.strerror}") from None
     return target
 
 

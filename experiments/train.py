@@ -238,7 +238,7 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
                          max(1, math.ceil(loop.steps / trainer.schedule.chunk_env_steps)), jax.process_index() == 0)
     ckpt_bytes = _check_memory(eval_env, run.seeds, lambda: prepared._replace(mesh=None).init())
     if resume:
-        _check_resume(prepared, env.spec)
+        _check_resume(prepared, trainer.program.spec)  # with the observation parts the networks read
     rundir.check_disk(run_dir, ckpt_bytes, "one checkpoint of this run's state")
     return prepared
 

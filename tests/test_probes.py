@@ -249,7 +249,7 @@ def test_every_agent_acts_on_the_actor_part_and_values_on_the_critic_part(name):
         np.testing.assert_array_equal(q_one, q(changed_state))
 
 
-def test_an_exported_policy_of_a_structured_run_takes_the_actor_part_alone(cli, tmp_path):
+def test_a_structured_run_resumes_with_a_changed_rate_and_exports_a_policy_on_the_actor_part_alone(cli, tmp_path):
     from experiments.export import load_policy
 
     run_dir = str(tmp_path / "run")
@@ -263,3 +263,6 @@ def test_an_exported_policy_of_a_structured_run_takes_the_actor_part_alone(cli, 
     full = {"state": state_part, "privileged_state": jnp.array([[0.5], [-0.5], [0.5]])}
     np.testing.assert_array_equal(actions, policy(full, init_carry(3), jax.random.PRNGKey(0))[0])
     assert actions.shape == (3, 1) and np.all(np.abs(actions) <= 1)
+    # The resume check initialises the agent to test the new value: with the parts the networks read.
+    resumed = cli("train", "--resume", run_dir, "--steps", "600", "--sac.critic-lr", "1e-4")
+    assert resumed.returncode == 0, resumed.stderr
