@@ -14,7 +14,7 @@ import jax.numpy as jnp
 # the tanh approximation, available here as "gelu_tanh".
 ACTIVATIONS: dict[str, Callable] = {"relu": nn.relu, "elu": nn.elu,
                                     "gelu": functools.partial(nn.gelu, approximate=False), "gelu_tanh": nn.gelu,
-                                    "mish": jax.nn.mish, "tanh": jnp.tanh}
+                                    "mish": jax.nn.mish, "silu": nn.silu, "tanh": jnp.tanh}
 
 
 def select_part(obs, part: str | None):
@@ -42,22 +42,29 @@ class MLP(nn.Module):
     """Dense layers with an activation (then, optionally, LayerNorm) between them; the last layer is linear.
 
     LayerNorm comes after the activation, as in ``brax.training.networks.MLP`` (Dense -> act -> LN), whose
-    ``layer_norm`` option Playground's DMC SAC config turns on."""
+    ``layer_norm`` option Playground's DMC SAC config turns on. ``output_kernel_init`` (default: ``kernel_init``)
+    initialises the last layer alone (FastTD3's actor draws it from N(0, 0.01^2) so first actions are near 0)."""
 
     hidden_sizes: Sequence[int]
     output_size: int
     activation: str = "relu"
     layer_norm: bool = False
     kernel_init: Callable = nn.initializers.lecun_uniform()
+    output_kernel_init: Callable | None = None
+    layer_norm_first: bool = False  # Dense -> LN -> act instead (holosoma's FastSAC networks)
 
     @nn.compact
     def __call__(self, x):
         act = ACTIVATIONS[self.activation]
         for width in self.hidden_sizes:
-            x = act(nn.Dense(width, kernel_init=self.kernel_init)(x))
-            if self.layer_norm:
-                x = nn.LayerNorm()(x)
-        return nn.Dense(self.output_size, kernel_init=self.kernel_init)(x)
+            x = nn.Dense(width, kernel_init=self.kernel_init)(x)
+            if self.layer_norm and self.layer_norm_first:
+                x = act(nn.LayerNorm()(x))
+            elif self.layer_norm:
+                x = nn.LayerNorm()(act(x))
+            else:
+                x = act(x)
+        return nn.Dense(self.output_size, kernel_init=self.output_kernel_init or self.kernel_init)(x)
 
 
 class QNetwork(nn.Module):
@@ -67,11 +74,13 @@ class QNetwork(nn.Module):
     output_size: int = 1
     activation: str = "relu"
     layer_norm: bool = False
+    layer_norm_first: bool = False
 
     @nn.compact
     def __call__(self, obs, action):
         x = jnp.concatenate([obs, action], axis=-1)
-        return MLP(self.hidden_sizes, self.output_size, self.activation, self.layer_norm)(x)
+        return MLP(self.hidden_sizes, self.output_size, self.activation, self.layer_norm,
+                   layer_norm_first=self.layer_norm_first)(x)
 
 
 class CriticEnsemble(nn.Module):
@@ -86,6 +95,7 @@ class CriticEnsemble(nn.Module):
     output_size: int = 1
     activation: str = "relu"
     layer_norm: bool = False
+    layer_norm_first: bool = False
 
     @nn.compact
     def __call__(self, obs, action):
@@ -97,7 +107,8 @@ class CriticEnsemble(nn.Module):
             out_axes=0,
             axis_size=self.num_critics,
         )
-        return ensemble(self.hidden_sizes, self.output_size, self.activation, self.layer_norm)(obs, action)
+        return ensemble(self.hidden_sizes, self.output_size, self.activation, self.layer_norm,
+                        self.layer_norm_first)(obs, action)
 
 
 class GaussianPolicyHead(nn.Module):
@@ -114,10 +125,14 @@ class GaussianPolicyHead(nn.Module):
     log_std_min: float = -5.0
     log_std_max: float = 2.0
     squash_log_std: bool = True
+    layer_norm: bool = False
+    layer_norm_first: bool = False
+    output_kernel_init: Callable | None = None
 
     @nn.compact
     def __call__(self, obs):
-        out = MLP(self.hidden_sizes, 2 * self.action_size, self.activation)(obs)
+        out = MLP(self.hidden_sizes, 2 * self.action_size, self.activation, self.layer_norm,
+                  output_kernel_init=self.output_kernel_init, layer_norm_first=self.layer_norm_first)(obs)
         mean, raw_log_std = jnp.split(out, 2, axis=-1)
         if not self.squash_log_std:
             return mean, jnp.clip(raw_log_std, self.log_std_min, self.log_std_max)

@@ -30,3 +30,10 @@ def gradient_step(loss_fn: Callable, params, opt_state, optimizer: optax.Gradien
 def grad_norm_metrics(**steps: GradientStep) -> dict[str, jax.Array]:
     """``{"grad_norm/<network>": norm}`` for an update's metrics: ``grad_norm_metrics(critic=..., actor=...)``."""
     return {f"grad_norm/{network}": step.grad_norm for network, step in steps.items()}
+
+
+def official_delayed_turn(num_updates, policy_delay: int):
+    """Whether update number ``num_updates`` (1-based, counted over the run) steps a delayed network: FastTD3's and
+    FastSAC's ``i % policy_frequency == 1`` over each batched step's updates i = 0, 1, ... when that count is a
+    multiple of ``policy_delay`` (both official codes), e.g. updates 2, 6, 10, ... for a delay of 4."""
+    return (num_updates - 1) % policy_delay == 1 % policy_delay
