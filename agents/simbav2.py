@@ -32,9 +32,9 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
-from jaxrl.distributional import categorical_projection
+from jaxrl.distributional import c51_target
 from jaxrl.hyperspherical import HyperCriticEnsemble, HyperTanhGaussianActor, project_hyper_kernels
-from jaxrl.losses import init_temperature, polyak_update, td_target, temperature_loss
+from jaxrl.losses import init_temperature, polyak_update, temperature_loss
 from jaxrl.networks import reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec, zeros_obs
@@ -125,7 +125,7 @@ def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
 
 def target_distribution(state: State, batch: Batch, key, cfg: Config):
     """[B, num_bins] target: the target critic's distribution at (s', a' ~ pi), atoms shifted to
-    r + gamma (1 - terminated)(z_j - alpha log pi(a'|s')) (gamma^m for n-step transitions: ``td_target``),
+    r + gamma (1 - terminated)(z_j - alpha log pi(a'|s')) (gamma^m for n-step transitions),
     projected back onto the support (C51)."""
     mean, log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, mean, log_std)
@@ -133,9 +133,7 @@ def target_distribution(state: State, batch: Batch, key, cfg: Config):
     # With two critics, per sample the distribution whose expected value is smaller (clipped double-Q).
     chosen = jnp.argmin(expected_values(next_log_probs, cfg), axis=0)  # [B]
     next_probs = jnp.exp(jnp.take_along_axis(next_log_probs, chosen[None, :, None], axis=0)[0])
-    soft = jnp.exp(state.log_alpha) * next_log_prob
-    atoms = td_target(batch, support(cfg)[None, :] - soft[:, None])
-    return jax.lax.stop_gradient(categorical_projection(atoms, next_probs, support(cfg)))
+    return c51_target(batch, next_probs, support(cfg), next_shift=jnp.exp(state.log_alpha) * next_log_prob)
 
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):

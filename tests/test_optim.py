@@ -35,7 +35,7 @@ def test_the_norm_is_of_the_raw_gradient_before_clipping():
 
 NETWORKS = {"sac": {"actor", "critic", "alpha"}, "td3": {"actor", "critic"}, "tqc": {"actor", "critic", "alpha"},
             "dsac_t": {"actor", "critic", "alpha"}, "simbav2": {"actor", "critic", "alpha"},
-            "tdmpc2": {"model", "policy"}}
+            "tdmpc2": {"model", "policy"}, "fasttd3": {"actor", "critic"}, "fastsac": {"actor", "critic", "alpha"}}
 
 
 @pytest.mark.parametrize("name", NETWORKS)
@@ -43,6 +43,7 @@ def test_every_agent_logs_the_gradient_norm_of_each_network_it_trains(name):
     """Read from the program's metric shapes (jax.eval_shape of one learning phase): nothing compiles."""
     loop = LoopConfig(steps=100, num_envs=2, num_eval_envs=1, eval_every=100, learning_starts=10, buffer_size=1000)
     agent = get_agent(name)
-    program = describe(agent, envs.make("toy/Pendulum", 2), envs.make("toy/Pendulum", 1), loop, agent.Config())
+    program = describe(agent, envs.make("toy/Pendulum", 2), envs.make("toy/Pendulum", 1), loop,
+                       agent.Config().replace(batch_size=64))
     logged = {metric.removeprefix("grad_norm/") for metric in program.metric_shapes if metric.startswith("grad_norm/")}
     assert logged == NETWORKS[name]

@@ -17,7 +17,7 @@ from jaxrl import ConfigError
 from jaxrl.checks import SEED_MAX, check_seed
 from jaxrl.loop import LoopConfig, check_loop_config, default_loop_config, make_schedule
 
-AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2"]
+AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2", "fasttd3", "fastsac"]
 NAN, INF = float("nan"), float("inf")
 
 
@@ -45,6 +45,8 @@ SPLIT_WIDTHS = [
     ("actor_hidden_sizes", (16, 0), "(16, 0)"), ("critic_hidden_sizes", (16, -1), "(16, -1)"),
     ("critic_hidden_sizes", (16.0, 16), "(16.0, 16)"), ("actor_hidden_sizes", 16, "16"),
 ]
+C51 = [("num_atoms", 1, "1"), ("num_atoms", 51.0, "51.0"), ("v_min", 1000.0, "v_min=1000.0"),
+       ("v_max", NAN, "v_max=nan")]
 BAD = {
     "sac": COMMON_SAC_LIKE + SAC_TEMPERATURE + [
         ("hidden_sizes", (256, 0), "(256, 0)"), ("hidden_sizes", (-1,), "(-1,)"),
@@ -75,6 +77,16 @@ BAD = {
         ("lr_init", 0.0, "0.0"), ("lr_init", -1e-4, "-0.0001"), ("lr_init", NAN, "nan"), ("lr_final", -5e-5, "-5e-05"),
         ("lr_final", INF, "inf"), ("c_shift", 0.0, "0.0"), ("c_shift", NAN, "nan"), ("max_return", 0.0, "0.0"),
         ("max_return", -5.0, "-5.0"),
+    ],
+    "fasttd3": COMMON_SAC_LIKE + SPLIT_WIDTHS + C51 + [
+        ("policy_delay", 0, "0"), ("policy_noise", -0.2, "-0.2"), ("noise_clip", NAN, "nan"),
+        ("std_min", 0.5, "std_min=0.5"), ("std_max", NAN, "std_max=nan"), ("std_min", -0.1, "-0.1"),
+        ("init_scale", 0.0, "0.0"), ("weight_decay", -0.1, "-0.1"),
+    ],
+    "fastsac": COMMON_SAC_LIKE + SAC_TEMPERATURE[:5] + SPLIT_WIDTHS + C51 + [
+        ("num_critics", 0, "0"), ("policy_delay", 2.0, "2.0"), ("log_std_max", -6.0, "log_std_max=-6.0"),
+        ("weight_decay", NAN, "nan"), ("alpha_weight_decay", -0.01, "-0.01"), ("adam_b2", 1.0, "1.0"),
+        ("target_entropy_ratio", INF, "inf"),
     ],
     "tdmpc2": [f for f in COMMON_SAC_LIKE if f[0] not in ("actor_lr", "critic_lr")] + [
         ("latent_dim", 0, "0"), ("hidden_dim", 0, "0"), ("hidden_dim", 512.0, "512.0"), ("encoder_dim", -256, "-256"),
