@@ -195,7 +195,7 @@ def _reproduce(argv: list[str]) -> int:
     parser.add_argument("--out", default=None, help="output directory (default reproduce/<config>)")
     parser.add_argument("--override", action="append", default=[], metavar="SECTION.FIELD=VALUE",
                         help="change one config field, e.g. loop.num_envs=16 or agent_config.actor_lr=1e-3")
-    parser.add_argument("--targets", default=reproduce.TARGETS, help="published results table (CSV)")
+    parser.add_argument("--targets", default=reproduce.TARGETS, help="published results: a CSV, or a directory of them")
     parser.add_argument("--report-only", action="store_true", help="write the report from the runs already there")
     args = parser.parse_args(argv)
     out = args.out or os.path.join("reproduce", os.path.splitext(os.path.basename(args.config))[0])

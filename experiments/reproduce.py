@@ -26,7 +26,8 @@ import numpy as np
 from jaxrl import ConfigError
 from jaxrl.logging import member_values
 
-TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets", "dmc_published.csv")
+# Every CSV in this directory (DMC: dmc_published.csv; Playground's robots: playground_published.csv).
+TARGETS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "targets")
 # dm_control task names whose MuJoCo Playground name is not the CamelCase of the dm_control one.
 DMC_RENAMES = {"cup-catch": "BallInCup", "swimmer-swimmer6": "SwimmerSwimmer6", "point_mass-easy": "PointMass"}
 
@@ -49,16 +50,20 @@ def dmc_task_name(env_name: str) -> str | None:
 
 
 def load_targets(path: str, algorithm: str) -> dict[str, list[dict[str, Any]]]:
-    """{task: [{env_steps, mean, std, seeds}, ...]} of ``algorithm`` in a targets CSV."""
+    """{task: [{env_steps, mean, std, seeds}, ...]} of ``algorithm`` in a targets CSV, or in every CSV of a
+    directory. A std of nan and 0 seeds mean the source does not state them."""
     if not os.path.exists(path):
         raise ConfigError(f"no targets table {path!r}")
+    files = [os.path.join(path, n) for n in sorted(os.listdir(path)) if n.endswith(".csv")] \
+        if os.path.isdir(path) else [path]
     out: dict[str, list[dict[str, Any]]] = {}
-    with open(path) as f:
-        for row in csv.DictReader(f):
-            if row["algorithm"] == algorithm:
-                out.setdefault(row["task"], []).append({
-                    "env_steps": int(row["env_steps"]), "mean": float(row["mean_return"]),
-                    "std": float(row["std_over_seeds"]), "seeds": int(row["seeds"])})
+    for file in files:
+        with open(file) as f:
+            for row in csv.DictReader(f):
+                if row["algorithm"] == algorithm:
+                    out.setdefault(row["task"], []).append({
+                        "env_steps": int(row["env_steps"]), "mean": float(row["mean_return"]),
+                        "std": float(row["std_over_seeds"]), "seeds": int(row["seeds"])})
     return out
 
 
@@ -74,6 +79,15 @@ class Plan:
     run: Any
     loop: Any
     agent_cfg: Any
+    tables: dict[str, dict[str, Any]]  # the --steps / --override values, resolved again per task (task tables)
+
+    def configs_for(self, task: str):
+        """(run, loop, agent config) of one task: the config file's task tables apply under the overrides."""
+        from experiments import rundir
+
+        resolved = rundir.resolve(config=self.config_name, tables=self.tables, env=task)
+        run = dataclasses.replace(resolved.run, env=task, seeds=self.seeds)
+        return run, resolved.loop, resolved.agent_cfg
 
 
 def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: int | None,
@@ -107,8 +121,10 @@ def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: in
     for task in tasks:
         if task not in valid:
             raise ConfigError(f"unknown task {task!r}; valid: names from `jaxrl envs`, e.g. dmc/CheetahRun")
+    for task in tasks:  # every task's own values must be valid before the first one trains (one-line errors)
+        rundir.resolve(config=config, tables=tables, env=task)
     return Plan(agent, config, saved.get("description", ""), spec.get("algorithm", agent.name), tasks, seeds,
-                spec.get("max_return"), run, loop, agent_cfg)
+                spec.get("max_return"), run, loop, agent_cfg, tables)
 
 
 def _parse_value(text: str):
@@ -125,11 +141,12 @@ def run_tasks(plan: Plan, out_dir: str, quiet: bool = False) -> None:
 
     for task in plan.tasks:
         run_dir = os.path.join(out_dir, "runs", task.replace("/", "-"))
-        run = dataclasses.replace(plan.run, env=task, seeds=plan.seeds, run_dir=run_dir)
+        run, loop, agent_cfg = plan.configs_for(task)
+        run = dataclasses.replace(run, run_dir=run_dir)
         if not quiet:
-            print(f"{task}: {plan.seeds} seed(s) x {plan.loop.steps} env steps -> {run_dir}", flush=True)
+            print(f"{task}: {plan.seeds} seed(s) x {loop.steps} env steps -> {run_dir}", flush=True)
         # A finished run of the same protocol is reused, an interrupted one continued, one of other settings refused.
-        continue_or_start(plan.agent, run, plan.loop, plan.agent_cfg, quiet=quiet)
+        continue_or_start(plan.agent, run, loop, agent_cfg, quiet=quiet)
 
 
 def curves(run_dir: str) -> tuple[np.ndarray, np.ndarray]:

@@ -285,6 +285,8 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
     source = saved
     if saved is None and config is not None:
         source = configs.load(config)
+        task = env or (tables or {}).get("run", {}).get("env") or source["run"].get("env") or DEFAULT_ENV
+        source = configs.for_task(source, task)
     if saved is not None and agent_name and agent_name != saved.get("agent"):
         raise ConfigError(f"--agent {agent_name} does not match the resumed run's agent {saved.get('agent')!r}")
     agent = get_agent(agent_name or (source or {}).get("agent") or "sac")

@@ -196,14 +196,17 @@ def load(path: str) -> Sweep:
     from jaxrl.loop import LoopConfig
 
     data = _read_toml(path)
-    base = {s: {} for s in SECTIONS}
     agent_name = data.get("agent")
-    if "config" in data:
-        named = configs.load(data["config"])
+    named = configs.load(data["config"]) if "config" in data else None
+    if named is not None:
         agent_name = agent_name or named["agent"]
-        base = {s: dict(named[s]) for s in SECTIONS}
-    for section in SECTIONS:
-        base[section].update(data.get(section, {}))
+
+    def base_for(env: str | None):
+        """The named config (with env's task tables) under this file's own tables."""
+        source = named if named is None or env is None else configs.for_task(named, env)
+        return {s: {**(source[s] if source else {}), **data.get(s, {})} for s in SECTIONS}
+
+    base = base_for(None)
     agent_spec = agent_name or "sac"
     agent = get_agent(agent_spec)
     envs, seeds = _envs_and_seeds(data, base)
@@ -214,7 +217,7 @@ def load(path: str) -> Sweep:
     draws = [{name: _draw(rng, name, spec) for name, spec in random_spec.items()} for _ in range(samples)] or [{}]
     points = [dict(zip(grid, combo, strict=True), **draw) for combo in itertools.product(*grid.values())
               for draw in draws]
-    members = [_member(agent, agent_spec, base, i, env, seed, point)
+    members = [_member(agent, agent_spec, base_for(env), i, env, seed, point)
                for i, (env, point, seed) in enumerate(itertools.product(envs, points, seeds))]
     swept = tuple(sorted({name for point in points for name in point}))
     return Sweep(agent=agent, agent_spec=agent_spec, base=base, members=tuple(members), swept=swept)

@@ -35,6 +35,45 @@ def test_every_reproduce_config_names_known_tasks_and_has_published_rows_for_dmc
             assert all(reproduce.dmc_task_name(t) in targets for t in plan.tasks), name
 
 
+def test_the_playground_configs_carry_each_tasks_official_values_and_their_targets_exist():
+    from experiments import rundir
+
+    go1 = rundir.resolve(config="fasttd3_playground", env="locomotion/Go1JoystickFlatTerrain")
+    t1 = rundir.resolve(config="fasttd3_playground", env="locomotion/T1JoystickFlatTerrain")
+    leap = rundir.resolve(config="fasttd3_playground", env="manipulation/LeapCubeReorient")
+    assert (go1.agent_cfg.std_min, go1.agent_cfg.std_max, go1.agent_cfg.policy_noise) == (0.2, 0.8, 0.2)
+    assert go1.loop.updates_per_step * go1.loop.num_envs == 8 and t1.loop.updates_per_step * t1.loop.num_envs == 2
+    assert (t1.agent_cfg.std_min, t1.agent_cfg.gamma, t1.agent_cfg.v_max, t1.loop.steps) == (0.001, 0.97, 10.0,
+                                                                                             102_400_000)
+    assert (leap.agent_cfg.n_step, leap.agent_cfg.use_cdq, leap.agent_cfg.gamma, leap.agent_cfg.v_max) == (
+        3, False, 0.99, 50.0)
+    # Flags (here a sweep's or --override's tables) still win over a task's own values.
+    flagged = rundir.resolve(config="fasttd3_playground", env="locomotion/Go1Getup",
+                             tables={"agent_config": {"std_min": 0.3}})
+    assert (flagged.agent_cfg.std_min, flagged.agent_cfg.std_max) == (0.3, 0.8)
+    for name in ("fasttd3_playground", "fastsac_playground"):
+        plan = reproduce.make_plan(name, None, None, None, [])
+        for task in configs.load(name)["tasks"]:  # every task table names real fields of real envs
+            assert task in envs.list_envs(), task
+            plan.configs_for(task)
+    targets = reproduce.load_targets(reproduce.TARGETS, "fasttd3")
+    plan = reproduce.make_plan("fasttd3_playground", None, None, None, [])
+    assert all({r["env_steps"] for r in targets[t]} == {46_080_000, 51_200_000} for t in plan.tasks)
+
+
+def test_a_task_table_with_an_unknown_field_fails_when_that_task_runs(tmp_path):
+    from experiments import rundir
+
+    path = tmp_path / "tasks.toml"
+    path.write_text('agent = "sac"\n[tasks."toy/Pendulum".agent_config]\nactor_learning_rate = 1e-3\n')
+    rundir.resolve(config=str(path), env="toy/Bandit")  # another task: the table does not apply
+    with pytest.raises(ConfigError, match="actor_learning_rate"):
+        rundir.resolve(config=str(path), env="toy/Pendulum")
+    path.write_text('agent = "sac"\n[tasks."toy/Pendulum".run]\nseed = 3\n')
+    with pytest.raises(ConfigError, match="unknown table.*run"):
+        configs.load(str(path))
+
+
 CONFIG = """
 description = "tiny SAC on the toy pendulum"
 agent = "sac"

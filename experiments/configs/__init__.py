@@ -3,7 +3,9 @@
 A file has the layout of a run directory's ``config.json``: ``agent = "name"`` and the tables ``[run]``,
 ``[loop]`` and ``[agent_config]``, each holding fields of ``RunConfig``, ``LoopConfig`` and the agent's
 ``Config``; an optional ``[reproduce]`` table (algorithm name in the targets table, tasks, seeds, max_return)
-is what ``jaxrl reproduce`` runs. Precedence: the agent's defaults < the file < command-line flags. TOML because
+is what ``jaxrl reproduce`` runs. Tables ``[tasks."<env>".loop]`` and ``[tasks."<env>".agent_config]`` hold
+one task's own values (FastTD3's per-task noise and supports): they apply on top of the file's when the run's env
+is that task. Precedence: the agent's defaults < the file < its task's tables < command-line flags. TOML because
 comments can say where each protocol value comes from (``tomllib`` is in the standard library).
 """
 from __future__ import annotations
@@ -20,6 +22,7 @@ from jaxrl import ConfigError
 
 CONFIG_DIR = os.path.dirname(os.path.abspath(__file__))
 SECTIONS = ("run", "loop", "agent_config")
+TASK_SECTIONS = ("loop", "agent_config")  # what a task's own tables may set (its env is the task itself)
 
 
 def list_configs() -> list[str]:
@@ -44,12 +47,26 @@ def load(name: str) -> dict[str, Any]:
             data = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"config {path} is not valid TOML: {e}") from None
-    unknown = set(data) - {"agent", "description", "reproduce", *SECTIONS}
+    unknown = set(data) - {"agent", "description", "reproduce", "tasks", *SECTIONS}
     if unknown:
         raise ConfigError(f"config {path}: unknown key(s) {', '.join(sorted(unknown))}; valid: agent, description, "
-                          f"reproduce, {', '.join(SECTIONS)}")
+                          f"reproduce, tasks, {', '.join(SECTIONS)}")
+    tasks = {}
+    for env, tables in data.get("tasks", {}).items():
+        unknown = set(tables) - set(TASK_SECTIONS)
+        if unknown:
+            raise ConfigError(f"config {path} [tasks.\"{env}\"]: unknown table(s) {', '.join(sorted(unknown))}; "
+                              f"valid: {', '.join(TASK_SECTIONS)}")
+        tasks[env] = {section: dict(tables.get(section, {})) for section in TASK_SECTIONS}
     return {"agent": data.get("agent"), "description": data.get("description", ""),
-            "reproduce": dict(data.get("reproduce", {})), **{s: dict(data.get(s, {})) for s in SECTIONS}}
+            "reproduce": dict(data.get("reproduce", {})), "tasks": tasks,
+            **{s: dict(data.get(s, {})) for s in SECTIONS}}
+
+
+def for_task(loaded: dict[str, Any], env: str) -> dict[str, Any]:
+    """``loaded`` (what ``load`` returns) with the tables of task ``env`` applied on top of the file's own."""
+    task = loaded.get("tasks", {}).get(env, {})
+    return {**loaded, **{section: {**loaded[section], **task.get(section, {})} for section in TASK_SECTIONS}}
 
 
 def check_fields(cls, values: dict[str, Any], where: str) -> None:
