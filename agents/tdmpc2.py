@@ -425,6 +425,6 @@ def make_update(world_model_loss_fn=world_model_loss, policy_loss_fn=policy_loss
 update = make_update()
 
 AGENT = Agent(name="tdmpc2", Config=Config, init=init, act=act, update=update, check_config=check_config,
-              init_carry=init_carry, sample_batch=sample_batch,
+              init_carry=init_carry, sample_batch=sample_batch, terminal_obs=True,
               loop_defaults=MappingProxyType(dict(learning_starts=5_000, pretrain_updates=5_000,
                                                   updates_per_step=1.0)))

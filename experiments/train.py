@@ -230,7 +230,8 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     from jaxrl import sharding as sharding_lib
     from jaxrl.loop import buffer_layout, make_train
 
-    buffer_lib.check_fits(buffer_layout(loop, env.spec).nbytes, run.seeds)  # before tracing a buffer that large
+    # Before tracing a buffer that large.
+    buffer_lib.check_fits(buffer_layout(agent, loop, env.spec).nbytes, run.seeds)
     trainer = make_train(agent, env, eval_env, loop, agent_cfg)  # traces, but compiles nothing yet
     mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
     # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.

@@ -16,6 +16,10 @@ and, with defaults that fit model-free agents:
                                              transitions; TD-MPC2: sub-trajectories inside one episode)
     loop_defaults                            LoopConfig fields this agent's official code sets differently
                                              (e.g. DSAC-T's 1 update per 20 env steps); flags still override
+    terminal_obs                             whether ``update`` reads the true s' of terminated transitions (TD-MPC2's
+                                             model losses do; TD targets multiply it by zero): without it the buffer
+                                             keeps final observations for time limits only, half the observation
+                                             memory on tasks that can terminate (default: False)
     check_config(cfg) -> None                raises ConfigError (one line) for impossible values; the loop calls
                                              it on the host with every member's concrete config before compiling,
                                              because inside the program numeric fields are traced (helpers:
@@ -79,3 +83,4 @@ class Agent(NamedTuple):
     init_carry: Callable[..., Any] = no_carry
     sample_batch: Callable[..., Any] = sample_transitions
     check_config: Callable[[Any], None] = no_checks
+    terminal_obs: bool = False

@@ -4,9 +4,15 @@ Layout. ``capacity`` counts **total transitions**; with N envs the ring has R = 
 transitions each. Each observation is stored once: the transition in row r of env e has s = obs[r, e] and
 s' = obs[r + 1, e] — except where the episode ended at row r, since row r + 1 then holds the first
 observation of the next episode. Those true final observations go to a small side ring ``final_obs``
-(F slots per env, written only at episode ends), and ``final_slot[r, e]`` points into it. For tasks that
-only end at a time limit, F = ceil(R / decisions per episode) + 2 slots always outlive every row that points at
-them; for tasks that can terminate at any step, F = R (every row could be an episode end).
+(F slots per env, written only at episode ends), and ``final_slot[r, e]`` points into it.
+
+Which ends need their final observation: a time limit bootstraps from it, so always; a termination does not
+bootstrap (its s' is multiplied by zero), so only for agents whose losses read s' there anyway (TD-MPC2's
+latent consistency: ``Agent.terminal_obs``). Without those, a terminated transition's s' is row r + 1's
+observation (finite, and unused) and only time limits take a slot: they come at least one episode length apart,
+so F = ceil(R / decisions per episode) + 2 slots always outlive every row that points at them, whether or not the
+task can terminate. With them, on a task that can terminate at any step, F = R (every row could be an end) —
+twice the observation memory (T1 at 1024 envs x 10,240 steps: 21.7 GiB against 11.2 GiB).
 
 The newest row is never sampled (its s' is not written yet), so sampling never reads across the write head.
 
@@ -40,6 +46,7 @@ class BufferState:
     final_count: jax.Array  # [N] int32 episode ends written per env (next slot = count % F)
     ptr: jax.Array  # int32 next row to write
     size: jax.Array  # int32 rows written so far (<= R)
+    terminal_obs: bool = flax.struct.field(pytree_node=False, default=True)  # final obs kept at terminations too
 
 
 class Layout(NamedTuple):
@@ -51,29 +58,31 @@ class Layout(NamedTuple):
     obs: Any  # obs_size, or {part: size}: the observation's sizes as its pytree
     action_size: int
     nbytes: int
+    terminal_obs: bool = True  # final observations kept at terminations too (see the module docstring)
 
 
 def final_slots_needed(rows: int, decisions_per_episode: int, can_terminate: bool) -> int:
+    """Final-observation slots per env: ``can_terminate`` means that terminations take slots too."""
     if can_terminate:
         return rows
     return min(rows, math.ceil(rows / max(1, decisions_per_episode)) + 2)
 
 
-def layout(capacity: int, num_envs: int, spec: EnvSpec) -> Layout:
+def layout(capacity: int, num_envs: int, spec: EnvSpec, terminal_obs: bool = True) -> Layout:
     """The layout of a buffer of ``capacity`` transitions over ``num_envs`` envs of ``spec``, validating the sizes
-    (ConfigError, one line)."""
+    (ConfigError, one line). ``terminal_obs``: keep the final observation of terminated episodes too."""
     if capacity <= 0:
         raise ConfigError(f"buffer_size must be a positive number of transitions, got {capacity}")
     rows = capacity // num_envs
     if rows < 2:
         raise ConfigError(f"buffer_size={capacity} transitions gives {rows} row(s) for num_envs={num_envs}; "
                           f"it must hold at least 2 steps of every env (>= {2 * num_envs})")
-    slots = final_slots_needed(rows, spec.decisions_per_episode, spec.can_terminate)
+    slots = final_slots_needed(rows, spec.decisions_per_episode, spec.can_terminate and terminal_obs)
     # obs, action, reward (float32), terminated and truncated (bool), episode_step and final_slot (int32).
     obs_floats = sum(jax.tree.leaves(obs_structure(spec)))  # every part is stored
     per_transition = 4 * (obs_floats + spec.action_size + 1) + 2 + 4 + 4
     nbytes = rows * num_envs * per_transition + slots * num_envs * 4 * obs_floats
-    return Layout(rows, num_envs, slots, obs_structure(spec), spec.action_size, nbytes)
+    return Layout(rows, num_envs, slots, obs_structure(spec), spec.action_size, nbytes, terminal_obs)
 
 
 def available_bytes(device=None) -> int:
@@ -116,6 +125,7 @@ def init(layout: Layout) -> BufferState:
         final_count=jnp.zeros((num_envs,), jnp.int32),
         ptr=jnp.zeros((), jnp.int32),
         size=jnp.zeros((), jnp.int32),
+        terminal_obs=layout.terminal_obs,
     )
 
 
@@ -127,10 +137,16 @@ def final_slots_of(state: BufferState) -> int:
     return jax.tree.leaves(state.final_obs)[0].shape[0]
 
 
+def _keeps_final(state: BufferState, terminated, truncated):
+    """Where an episode end's final observation is in the side ring."""
+    return terminated | truncated if state.terminal_obs else truncated
+
+
 def add(state: BufferState, obs, action, reward, terminated, truncated, final_obs, episode_step) -> BufferState:
-    """Write one batched step (leading axis N) at the write head. ``final_obs`` is kept only where done."""
+    """Write one batched step (leading axis N) at the write head. ``final_obs`` is kept only where the episode
+    ended (at a time limit only, without ``terminal_obs``)."""
     rows, num_envs = state.reward.shape
-    done = terminated | truncated
+    done = _keeps_final(state, terminated, truncated)
     env_index = jnp.arange(num_envs)
     slot = state.final_count % final_slots_of(state)
     kept = jax.tree.map(lambda new, old: jnp.where(done[:, None], new, old[slot, env_index]), final_obs,
@@ -152,7 +168,7 @@ def add(state: BufferState, obs, action, reward, terminated, truncated, final_ob
 
 def _next_obs(state: BufferState, row, env):
     rows = rows_of(state)
-    done = state.terminated[row, env] | state.truncated[row, env]
+    done = _keeps_final(state, state.terminated[row, env], state.truncated[row, env])
     slot = state.final_slot[row, env]
     return jax.tree.map(lambda final, obs: jnp.where(done[..., None], final[slot, env], obs[(row + 1) % rows, env]),
                         state.final_obs, state.obs)

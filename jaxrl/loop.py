@@ -541,10 +541,10 @@ def init(program: Program, seed: int, num_seeds: int = 1, mesh=None) -> TrainSta
 # -------------------------------------------------------------------------------------------- make_train
 
 
-def buffer_layout(loop: LoopConfig, spec: EnvSpec) -> buffer_lib.Layout:
+def buffer_layout(agent: Agent, loop: LoopConfig, spec: EnvSpec) -> buffer_lib.Layout:
     """The replay buffer a run of ``loop`` on envs of ``spec`` holds; ``describe`` and the CLI's memory check (which
     must come before anything is traced) both take it from here."""
-    return buffer_lib.layout(loop.buffer_size, loop.num_envs, spec)
+    return buffer_lib.layout(loop.buffer_size, loop.num_envs, spec, terminal_obs=agent.terminal_obs)
 
 
 def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Program:
@@ -552,7 +552,7 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Progra
     agent.check_config(agent_cfg)
     schedule = make_schedule(loop)
     observation_roles(env.spec, loop)
-    layout = buffer_layout(loop, env.spec)
+    layout = buffer_layout(agent, loop, env.spec)
     if agent_cfg.batch_size <= 0 or agent_cfg.batch_size > layout.rows * loop.num_envs:
         raise ConfigError(f"batch_size={agent_cfg.batch_size} must be between 1 and the buffer's "
                           f"{layout.rows * loop.num_envs} transitions (buffer_size)")

@@ -147,13 +147,13 @@ N, OBS, ACT = 2, 1, 1
 PARTS = {"state": lambda x: x, "privileged_state": lambda x: jnp.concatenate([x, 2.0 * x], axis=-1)}
 
 
-def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=(), structured=False):
+def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=(), structured=False, terminal_obs=True):
     """Write ``steps`` rows. Env e at global step t observes x = 100 e + t; every ``episode_length`` decisions the
     episode is truncated (or terminated at steps in ``terminate_at``) with true final obs -(x + 1). Structured:
     the observation is {part: PARTS[part](x)} and each part's final obs is -(part + 1)."""
     parts = (("state", 1), ("privileged_state", 2)) if structured else ()
     spec = EnvSpec(3 if structured else OBS, ACT, episode_length, can_terminate, obs_parts=parts)
-    state = buffer_lib.init(buffer_lib.layout(capacity, N, spec))
+    state = buffer_lib.init(buffer_lib.layout(capacity, N, spec, terminal_obs=terminal_obs))
     ep_step = np.zeros(N, np.int32)
     for t in range(steps):
         x = jnp.array([[100.0 * e + t] for e in range(N)])

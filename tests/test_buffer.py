@@ -60,6 +60,34 @@ def test_final_obs_ring_survives_wraparound_for_time_limited_tasks():
     np.testing.assert_allclose(np.asarray(batch.next_obs[:, 0])[done], -(np.asarray(batch.obs[:, 0])[done] + 1))
 
 
+def test_without_terminal_obs_only_time_limits_take_a_final_slot_and_a_termination_reads_the_next_row():
+    # A task that can terminate, 12 rows, episodes of at most 4 steps cut short by terminations, 53 steps: the
+    # ring wraps, and only time limits take one of its ceil(12 / 4) + 2 = 5 slots.
+    state = fill(capacity=2 * 12, steps=53, episode_length=4, can_terminate=True,
+                 terminate_at=(41, 46, 47), terminal_obs=False)  # time limits at 45 and 51 (and every 4th before)
+    assert state.final_obs.shape[0] == 5
+    batch = B.sample(state, jax.random.PRNGKey(3), 4096)
+    obs, nxt = np.asarray(batch.obs[:, 0]), np.asarray(batch.next_obs[:, 0])
+    truncated, terminated = np.asarray(batch.truncated), np.asarray(batch.terminated)
+    assert truncated.any() and terminated.any()
+    np.testing.assert_allclose(nxt[truncated], -(obs[truncated] + 1))  # a time limit bootstraps: the true s'
+    np.testing.assert_allclose(nxt[~truncated], obs[~truncated] + 1)  # a termination's s' (x0 in its target) is
+    # the next row's observation, as is any other transition's
+
+
+def test_keeping_terminal_obs_is_the_agents_choice_and_halves_a_robots_replay_without_it():
+    from agents import sac, tdmpc2
+    from jaxrl.loop import LoopConfig, buffer_layout
+
+    t1 = EnvSpec(265, 23, 1000, can_terminate=True, obs_parts=(("privileged_state", 180), ("state", 85)))
+    recipe = LoopConfig(num_envs=1024, buffer_size=1024 * 10240)  # FastTD3's replay at 1024 envs
+    lean, full = buffer_layout(sac.AGENT, recipe, t1), buffer_layout(tdmpc2.AGENT, recipe, t1)
+    assert (lean.terminal_obs, full.terminal_obs) == (False, True)
+    assert (lean.final_slots, full.final_slots) == (13, 10240)
+    assert 11.3 < lean.nbytes / 2**30 < 11.5 and 21.7 < full.nbytes / 2**30 < 21.8
+    assert B.init(B.layout(40, 4, EnvSpec(3, 1, 5, True), terminal_obs=False)).terminal_obs is False
+
+
 def test_windows_never_cross_an_episode_end_or_the_write_head():
     state = fill(capacity=2 * 30, steps=45, episode_length=6)  # rows hold t = 15..44
     windows = B.sample_windows(state, jax.random.PRNGKey(3), 2048, length=4)

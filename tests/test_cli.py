@@ -62,14 +62,15 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
     assert sorted(os.listdir(os.path.join(run_dir, "checkpoints"))) == ["200"]
 
 
-# (total env steps, checkpoint every): the planner makes TD-MPC2's tiny run ~10x slower per step.
+# (total env steps, checkpoint every): the planner makes TD-MPC2's tiny run ~10x slower per step. The kill lands
+# mid-run, right after the first checkpoint.
 KILL_RUN = {"tdmpc2": (3000, 1000)}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
-    steps, every = KILL_RUN.get(agent, (12000, 2000))
+    steps, every = KILL_RUN.get(agent, (6000, 1000))
     args = [*tiny(agent), "--steps", str(steps), "--checkpoint-every", str(every), "--seeds", "2"]
     full, killed = str(tmp_path / "full"), str(tmp_path / "killed")
     assert jaxrl("train", *args, "--run-dir", full).returncode == 0
