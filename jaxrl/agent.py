@@ -43,7 +43,9 @@ What each agent's ``make_update`` expects from the losses it is given (beyond ``
 entry becomes a metric):
 
     sac, tqc, simbav2   actor_loss_fn's aux has "log_prob" [B] (the temperature loss reuses it; not logged)
-    td3                 actor_loss_fn's aux has "actor_loss" (reported on the updates that skip the actor)
+    td3, fasttd3        actor_loss_fn's aux has "actor_loss" (reported on the updates that skip the actor)
+    fastsac             critic_loss_fn's aux has "next_log_prob" [B] (the temperature loss reuses it; not logged);
+                        actor_loss_fn's aux has "actor_loss" and "entropy"
     dsac_t              critic_loss_fn's aux has "mean_std" [2] (the new running b of each critic);
                         actor_loss_fn's aux has "actor_loss", "entropy" and "log_prob" [B]
     tdmpc2              world_model_loss_fn's aux is (metrics, latents [H+1, B, latent_dim]), the latents that
