@@ -23,6 +23,8 @@ USAGE = """usage: jaxrl {train,sweep,export,envs,agents,configs} ...
   jaxrl sweep SWEEP.toml [--out DIR] [--launcher local|slurm|ray] [--launcher-option NAME=VALUE ...]
                                                          a grid / random search (experiments/sweep.py)
   jaxrl export RUN_DIR --member K --out DIR              one member of a multi-member run, standalone
+  jaxrl export RUN_DIR --onnx F.onnx [--member K] [--step K]
+                                                         the deterministic actor as an ONNX graph
   jaxrl reproduce CONFIG [--tasks ...] [--steps N] [--seeds K] [--out DIR]
                                                          a paper protocol over tasks, report vs published
   jaxrl envs                                             list env names
@@ -165,16 +167,34 @@ def _sweep(argv: list[str]) -> int:
 
 
 def _export(argv: list[str]) -> int:
-    from experiments.export import export_member
+    from experiments.export import export_member, export_onnx
     from jaxrl import ConfigError
 
     parser = argparse.ArgumentParser(prog="jaxrl export", description="Write one member of a multi-member run "
-                                     "(sweep group or --seeds run) as a standalone, resumable run directory.")
+                                     "(sweep group or --seeds run) as a standalone, resumable run directory "
+                                     "(--member K --out DIR), or a run's deterministic actor as an ONNX graph "
+                                     "(--onnx F.onnx: obs [B, n] -> action [B, m], observation normalisation "
+                                     "folded in; needs jaxrl[onnx]).")
     parser.add_argument("run_dir")
-    parser.add_argument("--member", type=int, required=True, help="member index (column suffix memberK / seedK)")
-    parser.add_argument("--out", required=True, help="new run directory")
+    parser.add_argument("--member", type=int, default=None, help="member index (column suffix memberK / seedK); "
+                        "with --onnx, default 0")
+    parser.add_argument("--out", default=None, help="new run directory")
+    parser.add_argument("--onnx", default=None, metavar="F.onnx", help="write the actor as an ONNX graph here")
+    parser.add_argument("--step", type=int, default=None, help="with --onnx: the checkpoint's env step (default: "
+                        "the newest)")
     args = parser.parse_args(argv)
     try:
+        if (args.onnx is None) == (args.out is None):
+            raise ConfigError("give one of --out DIR (a member as a run directory) or --onnx F.onnx (the actor)")
+        if args.onnx is not None:
+            info = export_onnx(args.run_dir, args.onnx, args.member or 0, args.step)
+            print(f"{info['agent']} actor of {args.run_dir} at env step {info['env_steps']} written to "
+                  f"{info['path']}: obs [B, {info['obs_size']}] -> action [B, {info['action_size']}]; onnxruntime's "
+                  f"actions differ from the jitted policy's by at most {info['max_abs_diff']:.1e} on "
+                  f"{info['check_samples']} random observations")
+            return 0
+        if args.member is None:
+            raise ConfigError("--out needs --member K (the member to write)")
         out = export_member(args.run_dir, args.member, args.out)
     except ConfigError as e:
         return _error(str(e))

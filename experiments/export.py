@@ -1,10 +1,18 @@
-"""Pull one member out of a multi-member run (a sweep group or a ``--seeds K`` run).
+"""Take a trained policy out of a run: one member as its own run directory, or the actor as an ONNX graph.
 
     jaxrl export RUN_DIR --member K --out DIR     # a standalone single-member run directory
+    jaxrl export RUN_DIR --onnx policy.onnx       # the deterministic actor, for onnxruntime / robot deployment
 
-The output is an ordinary run directory (config.json with that member's seed and agent config, its metrics,
+A member's run directory is an ordinary one (config.json with that member's seed and agent config, its metrics,
 its checkpoint at the same env step): ``jaxrl train --resume DIR`` continues it alone, and ``load_policy(DIR)``
 gives its acting function. Members are sliced, not retrained: the exported state is the member's exact state.
+
+The ONNX graph maps ``obs`` [B, n] to ``action`` [B, m] in [-1, 1] exactly as the run's evaluation acts
+(observation normalisation folded in with the checkpoint's statistics; with structured observations ``obs`` is
+the actor's part alone, e.g. Playground's ``state``). It is converted by jax2onnx from the jitted policy's jaxpr,
+so any memoryless agent's actor exports, a plugged-in one included; TD-MPC2, which plans with random samples and a
+warm-start carry, has no such graph. After writing, onnxruntime runs the file on random observations and the
+largest difference from the jitted policy is reported.
 """
 from __future__ import annotations
 
@@ -15,6 +23,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from jaxrl import ConfigError
+from jaxrl.files import write_bytes_atomic
 
 
 def members_of(saved: dict[str, Any]) -> list[dict[str, Any]]:
@@ -94,12 +103,15 @@ def load_policy(run_dir: str, member: int = 0, step: int | None = None):
     observations ``obs`` is the actor's part alone (``spec.actor_obs``, e.g. ``state``; a whole observation works
     too): a deployed policy never needs the privileged part. ``init_carry(num_envs)`` is the acting state of fresh
     episodes (() for memoryless agents)."""
+    return _policy(restore_run(run_dir, step), run_dir, member)
+
+
+def _policy(restored: SimpleNamespace, run_dir: str, member: int):
     import jax
 
     from jaxrl.networks import select_part
     from jaxrl.normalization import normalize_obs
 
-    restored = restore_run(run_dir, step)
     agent, loop = restored.agent, restored.loop
     if not 0 <= member < len(restored.members):
         raise ConfigError(f"member {member} is out of range: {run_dir} has members 0..{len(restored.members) - 1}")
@@ -118,3 +130,87 @@ def load_policy(run_dir: str, member: int = 0, step: int | None = None):
         return agent.init_carry(num_envs, restored.spec, one.hparams)
 
     return policy, init_carry
+
+
+_ONNX_MISSING = "ONNX export needs jax2onnx and onnxruntime: pip install 'jaxrl[onnx]'"
+
+
+def actor_obs_size(spec) -> int:
+    """The width of the observation a deployed actor reads: the actor's part, or the flat observation."""
+    return dict(spec.obs_parts)[spec.actor_obs] if spec.actor_obs is not None else spec.obs_size
+
+
+def export_onnx(run_dir: str, out_path: str, member: int = 0, step: int | None = None) -> dict[str, Any]:
+    """Write member ``member``'s deterministic actor (at checkpoint ``step``, default the newest) to ``out_path``
+    as an ONNX graph ``obs`` [B, n] -> ``action`` [B, m]; returns what was written and ``actor_to_onnx``'s
+    check of the file against the jitted policy."""
+    import jax
+
+    _import_onnx()
+    restored = restore_run(run_dir, step)
+    policy, init_carry = _policy(restored, run_dir, member)
+    if jax.tree.leaves(jax.eval_shape(lambda: init_carry(1))):
+        raise ConfigError(f"agent {restored.agent.name} carries acting state between steps (its act plans or "
+                          "remembers); ONNX export takes memoryless actors only (an obs -> action graph)")
+    key = jax.random.PRNGKey(0)  # the deterministic policy draws nothing; act's signature takes a key anyway
+    obs_size = actor_obs_size(restored.spec)
+    doc = (f"jaxrl {restored.agent.name} deterministic actor on {restored.run.env}, member {member} at env step "
+           f"{restored.step}: obs [B, {obs_size}] -> action [B, {restored.spec.action_size}] in [-1, 1]")
+    check = actor_to_onnx(lambda obs: policy(obs, (), key)[0], obs_size, out_path, f"jaxrl_{restored.agent.name}",
+                          doc, *_observation_scale(restored, member))
+    return {"path": out_path, "agent": restored.agent.name, "env": restored.run.env, "env_steps": restored.step,
+            "obs_size": obs_size, "action_size": restored.spec.action_size, **check}
+
+
+def _import_onnx():
+    import logging
+
+    try:
+        # jax2onnx's plugin discovery logs a traceback for each optional plugin (dm_pix) it cannot load on this
+        # JAX; no actor uses them.
+        logging.getLogger("jax2onnx").setLevel(logging.CRITICAL)
+        import jax2onnx
+        import onnxruntime
+    except ImportError:
+        raise ConfigError(_ONNX_MISSING) from None
+    return jax2onnx, onnxruntime
+
+
+def actor_to_onnx(act, obs_size: int, out_path: str, model_name: str = "jaxrl_actor", doc: str = "",
+                  obs_mean=None, obs_std=None, check_samples: int = 256) -> dict[str, Any]:
+    """Convert ``act(obs [B, obs_size]) -> actions`` (a pure JAX function) to an ONNX file with input ``obs`` and
+    output ``action`` and a dynamic batch axis, then run the file in onnxruntime on ``check_samples`` observations:
+    half drawn around the scale the policy sees (``obs_mean`` + 3 ``obs_std`` x standard normal), half standard
+    normal (a constant observation has std 0, and the normaliser's clipping should be exercised too). Returns
+    ``max_abs_diff`` (onnxruntime's actions against ``act``'s) and ``check_samples``."""
+    import jax.numpy as jnp
+    import numpy as np
+
+    jax2onnx, onnxruntime = _import_onnx()
+    model = jax2onnx.to_onnx(act, [("B", obs_size)], model_name=model_name, input_names=["obs"],
+                             output_names=["action"])
+    model.doc_string = doc
+    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+    write_bytes_atomic(out_path, model.SerializeToString())
+    mean = np.zeros(obs_size) if obs_mean is None else np.asarray(obs_mean)
+    std = np.ones(obs_size) if obs_std is None else np.asarray(obs_std)
+    noise = np.random.default_rng(0).standard_normal((check_samples, obs_size))
+    half = check_samples // 2
+    obs = np.concatenate([mean + 3.0 * std * noise[:half], noise[half:]]).astype(np.float32)
+    session = onnxruntime.InferenceSession(out_path, providers=["CPUExecutionProvider"])
+    onnx_actions = session.run(["action"], {"obs": obs})[0]
+    jax_actions = np.asarray(act(jnp.asarray(obs)))
+    return {"max_abs_diff": float(np.max(np.abs(onnx_actions - jax_actions))), "check_samples": check_samples}
+
+
+def _observation_scale(restored: SimpleNamespace, member: int):
+    """(mean, std) of the actor's observations as the run's normaliser saw them; (None, None) without
+    normalisation (``actor_to_onnx`` then draws standard normal observations)."""
+    import numpy as np
+
+    if not restored.loop.normalize_obs:
+        return None, None
+    stats = restored.state.normalizers.obs
+    if restored.spec.actor_obs is not None:
+        stats = stats[restored.spec.actor_obs]
+    return np.asarray(stats.mean)[member], np.sqrt(np.asarray(stats.var)[member])

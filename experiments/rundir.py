@@ -241,7 +241,7 @@ def load_saved(run_dir: str) -> dict[str, Any]:
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ConfigError(f"{run_dir!r} is a file, not a run directory")
     if not os.path.exists(path):
-        raise ConfigError(f"cannot resume {run_dir!r}: no config.json there (not a jaxrl run directory)")
+        raise ConfigError(f"{run_dir!r} is not a jaxrl run directory: no config.json there")
     try:
         with open(path) as f:
             saved = json.load(f)
@@ -249,7 +249,7 @@ def load_saved(run_dir: str) -> dict[str, Any]:
                                                   for s in ("run", "loop", "agent_config")):
             raise ValueError("expected the tables run, loop and agent_config")
     except (OSError, ValueError) as e:
-        raise ConfigError(f"cannot resume {run_dir!r}: config.json is unreadable ({e})") from None
+        raise ConfigError(f"cannot read the run {run_dir!r}: config.json is unreadable ({e})") from None
     return saved
 
 

@@ -44,18 +44,23 @@ def write_failure(path: str, needed: int, error: OSError) -> WriteError:
                       f"{free_bytes(path) / 2**20:.1f} MiB free there); earlier checkpoints are intact")
 
 
-def write_text_atomic(path: str, text: str) -> None:
+def write_bytes_atomic(path: str, data: bytes) -> None:
     """Write, fsync, rename: a crash leaves either the old file or the new one, never a torn one."""
     tmp = f"{path}.tmp{os.getpid()}"
     try:
-        with open(tmp, "w", newline="") as f:
-            f.write(text)
+        with open(tmp, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def write_text_atomic(path: str, text: str) -> None:
+    """``write_bytes_atomic`` of the UTF-8 text."""
+    write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json(path: str, data: dict[str, Any]) -> None:

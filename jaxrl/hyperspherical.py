@@ -57,7 +57,9 @@ class HyperEmbedder(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        x = jnp.concatenate([x, jnp.full(x.shape[:-1] + (1,), self.c_shift, x.dtype)], axis=-1)
+        # The constant column from x itself (not jnp.full(x.shape...)): an ONNX export traces the batch axis as a
+        # symbol, which jnp.full's shape argument cannot take.
+        x = jnp.concatenate([x, jnp.ones_like(x[..., :1]) * self.c_shift], axis=-1)
         x = HyperDense(self.hidden_dim)(l2normalize(x))
         scale = math.sqrt(2.0 / self.hidden_dim)
         return l2normalize(Scaler(self.hidden_dim, scale, scale)(x))

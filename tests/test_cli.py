@@ -96,6 +96,11 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
     rows = [json.loads(line) for line in open(os.path.join(killed, "metrics.jsonl"))]
     assert [r["env_steps"] for r in rows] == list(range(200, steps + 1, 200))  # no chunk lost or repeated
+    if agent == "tdmpc2":  # the one agent with a carry: no obs -> action graph, refused in one line
+        from experiments.cli import main
+
+        assert main(["export", killed, "--onnx", str(tmp_path / "p.onnx")]) == 2
+        assert not os.path.exists(tmp_path / "p.onnx")
 
 
 @pytest.mark.slow

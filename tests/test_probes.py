@@ -272,7 +272,8 @@ def test_every_agent_acts_on_the_actor_part_and_values_on_the_critic_part(name):
         np.testing.assert_array_equal(q_one, q(changed_state))
 
 
-def test_a_structured_run_resumes_with_a_changed_rate_and_exports_a_policy_on_the_actor_part_alone(cli, tmp_path):
+def test_a_structured_run_resumes_with_a_changed_rate_and_exports_a_policy_and_onnx_graph_on_the_actor_part(cli,
+                                                                                                    tmp_path):
     from experiments.export import load_policy
 
     run_dir = str(tmp_path / "run")
@@ -286,6 +287,16 @@ def test_a_structured_run_resumes_with_a_changed_rate_and_exports_a_policy_on_th
     full = {"state": state_part, "privileged_state": jnp.array([[0.5], [-0.5], [0.5]])}
     np.testing.assert_array_equal(actions, policy(full, init_carry(3), jax.random.PRNGKey(0))[0])
     assert actions.shape == (3, 1) and np.all(np.abs(actions) <= 1)
+    # The ONNX graph reads the actor's part and folds the normaliser in: ``state`` is always 1 (mean 1, var 0),
+    # so 1 normalises to 0 and anything 1e-3 away to the clip at +-10.
+    onnx_path = str(tmp_path / "policy.onnx")
+    exported = cli("export", run_dir, "--onnx", onnx_path)
+    assert exported.returncode == 0 and "obs [B, 1] -> action [B, 1]" in exported.stdout, exported.stderr
+    import onnxruntime
+
+    obs = np.array([[1.0], [0.0], [1.001], [5.0], [-3.0]], np.float32)
+    onnx_actions = onnxruntime.InferenceSession(onnx_path).run(["action"], {"obs": obs})[0]
+    np.testing.assert_allclose(onnx_actions, policy(obs, init_carry(5), jax.random.PRNGKey(0))[0], atol=1e-5)
     # The resume check initialises the agent to test the new value: with the parts the networks read.
     resumed = cli("train", "--resume", run_dir, "--steps", "600", "--sac.critic-lr", "1e-4")
     assert resumed.returncode == 0, resumed.stderr
