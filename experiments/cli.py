@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Annotated
 
-USAGE = """usage: jaxrl {train,sweep,export,envs,agents,configs} ...
+USAGE = """usage: jaxrl {train,sweep,export,reproduce,plot,envs,agents,configs} ...
 
   jaxrl train [--agent sac] [--resume RUN_DIR] [flags]   train (jaxrl train --help lists every flag)
   jaxrl train --config NAME_OR_TOML [flags]              train from a paper config (jaxrl configs lists them)
@@ -27,6 +27,8 @@ USAGE = """usage: jaxrl {train,sweep,export,envs,agents,configs} ...
                                                          the deterministic actor as an ONNX graph
   jaxrl reproduce CONFIG [--tasks ...] [--steps N] [--seeds K] [--out DIR]
                                                          a paper protocol over tasks, report vs published
+  jaxrl plot RUN_OR_SWEEP_DIR... [--metric eval/return] [--by FIELD] [--x env_steps|wall_s] [--out F.png]
+                                                         learning curves on one figure, 95 % bootstrap bands
   jaxrl envs                                             list env names
   jaxrl agents                                           list agent names
   jaxrl configs                                          list named configs (experiments/configs/*.toml)
@@ -232,6 +234,30 @@ def _reproduce(argv: list[str]) -> int:
     return 0
 
 
+def _plot(argv: list[str]) -> int:
+    from experiments import plot
+    from jaxrl import ConfigError
+
+    parser = argparse.ArgumentParser(prog="jaxrl plot", description=plot.__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dirs", nargs="+", metavar="RUN_OR_SWEEP_DIR")
+    parser.add_argument("--metric", default="eval/return", help="a logged column (default eval/return)")
+    parser.add_argument("--by", default=None, metavar="FIELD", help="group members by this config field's value")
+    parser.add_argument("--x", default="env_steps", dest="x_axis", help=f"one of {', '.join(plot.X_AXES)}")
+    parser.add_argument("--out", default="plot.png", help="the PNG to write (default plot.png)")
+    args = parser.parse_args(argv)
+    try:
+        path, curves = plot.plot_runs(args.dirs, args.out, args.metric, args.by, args.x_axis)
+    except ConfigError as e:
+        return _error(str(e))
+    for c in curves:
+        if c.members:
+            print(f"{c.label}: {c.members} member(s), {args.metric} {c.mean[-1]:.4g} at {args.x_axis} {c.x[-1]:.4g}"
+                  + (f" (95 % CI {c.low[-1]:.4g} to {c.high[-1]:.4g})" if c.members > 1 else ""))
+    print(f"plot: {path}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
@@ -246,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
         return _export(rest)
     if command == "reproduce":
         return _reproduce(rest)
+    if command == "plot":
+        return _plot(rest)
     if command == "envs":
         import envs
 
@@ -261,7 +289,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n".join(configs.list_configs()))
         return 0
-    return _error(f"unknown command {command!r}; valid: train, sweep, export, reproduce, envs, agents, configs")
+    return _error(f"unknown command {command!r}; valid: train, sweep, export, reproduce, plot, envs, agents, "
+                  "configs")
 
 
 if __name__ == "__main__":

@@ -222,28 +222,12 @@ def _aggregate(plan: Plan, per_task, out_dir: str) -> dict[str, Any] | None:
 
 
 def _plot_task(task, steps, returns, published, path, algorithm):
-    import matplotlib
+    """The task's seeds as ``jaxrl plot`` draws a run (mean and 95 % bootstrap band), with the published points."""
+    from experiments.plot import Member, curve, draw
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    for k in range(returns.shape[1]):
-        ax.plot(steps, returns[:, k], color="tab:blue", alpha=0.25, lw=1)
-    ax.plot(steps, returns.mean(axis=1), color="tab:blue", lw=2, marker="o", ms=3,
-            label=f"ours ({returns.shape[1]} seeds)")
-    if published:
-        ax.errorbar([p["env_steps"] for p in published], [p["mean"] for p in published],
-                    yerr=[p["std"] for p in published], fmt="s", color="tab:red", capsize=3,
-                    label=f"published {algorithm} (mean ± std)")
-    ax.set_xlabel("env steps")
-    ax.set_ylabel("eval return")
-    ax.set_title(task)
-    ax.grid(alpha=0.3)
-    ax.legend(loc="lower right")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    members = [Member(task, {}, steps.astype(np.float64), returns[:, k]) for k in range(returns.shape[1])]
+    draw([curve("ours", members)], path, "eval return", "env steps", task,
+         [(f"published {algorithm} (mean ± std)", published)] if published else [])
 
 
 def _plot_aggregate(agg, path, algorithm):

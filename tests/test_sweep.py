@@ -510,3 +510,54 @@ def test_two_processes_train_one_sharded_run_through_jax_distributed(tmp_path, r
     assert jaxrl("train", *args[:-2], "--run-dir", single).returncode == 0
     expected = json.load(open(os.path.join(single, "summary.json")))["final_eval_return_per_seed"]
     np.testing.assert_allclose(summary["final_eval_return_per_seed"], expected, rtol=1e-4)
+
+
+def test_plot_draws_a_sweeps_members_grouped_by_a_field_with_a_bootstrap_band(rerun, cli, tmp_path):
+    import matplotlib.image
+
+    from experiments import plot
+
+    out, _, _, table = rerun
+    own = {}
+    for row in table:
+        metrics = read_csv(os.path.join(out, "members", row["member_id"], "metrics.csv"))
+        own[float(row["actor_lr"])] = (np.array([float(r["env_steps"]) for r in metrics]),
+                                       np.array([float(r["eval/return"]) for r in metrics]))
+    # Without --by: one curve per combination of swept values, each exactly its member's returns.
+    _, curves = plot.plot_runs([out], str(tmp_path / "each.png"))
+    assert len(curves) == 2 and all(c.members == 1 for c in curves)
+    for c in curves:
+        steps, returns = own[float(c.label.split("actor_lr=")[1].split(",")[0])]
+        np.testing.assert_array_equal(c.x, steps)
+        np.testing.assert_array_equal(c.mean, returns)
+    # --by tau (one random draw shared by both learning rates): one curve of both members, the mean at each step
+    # inside its 95 % band, the band inside the members' range (a bootstrap mean of two values lies between them).
+    png = str(tmp_path / "by_tau.png")
+    result = cli("plot", out, "--by", "tau", "--out", png)
+    assert result.returncode == 0, result.stderr
+    assert "2 member(s)" in result.stdout and f"plot: {png}" in result.stdout
+    _, (pooled,) = plot.plot_runs([out], png, by="tau")
+    both = np.stack([returns for _, returns in own.values()])
+    np.testing.assert_allclose(pooled.mean, both.mean(axis=0))
+    assert np.all(pooled.low <= pooled.mean + 1e-9) and np.all(pooled.mean <= pooled.high + 1e-9)
+    assert np.all(pooled.low >= both.min(axis=0) - 1e-9) and np.all(pooled.high <= both.max(axis=0) + 1e-9)
+    image = matplotlib.image.imread(png)
+    assert image.shape[:2] == (495, 770) and len(np.unique(image.reshape(-1, image.shape[-1]), axis=0)) > 50
+    # A sweep program's directory is a run with members: grouped by actor_lr, one curve per member.
+    program = os.path.join(out, "groups", table[1]["group"])
+    _, curves = plot.plot_runs([program], str(tmp_path / "program.png"), by="actor_lr")
+    assert [c.members for c in curves] == [1] * len(json.load(open(os.path.join(program, "config.json")))["members"])
+    # Bad input: one line each, before anything is drawn.
+    for args, fragment in [(["--metric", "eval/nope"], "eval/nope"), (["--by", "nope"], "--by 'nope'"),
+                           (["--x", "hours"], "--x 'hours'")]:
+        result = cli("plot", out, *args, "--out", str(tmp_path / "bad.png"))
+        assert result.returncode == 2 and fragment in result.stderr, result.stderr
+    assert cli("plot", str(tmp_path)).returncode == 2
+    assert not os.path.exists(tmp_path / "bad.png")
+
+
+def test_plot_joins_the_wall_clock_of_a_resumed_run():
+    from experiments.plot import _joined_wall_time
+
+    np.testing.assert_array_equal(_joined_wall_time(np.array([1.0, 2.0, 3.0, 0.5, 1.5, 0.2])),
+                                  [1.0, 2.0, 3.0, 3.5, 4.5, 4.7])
