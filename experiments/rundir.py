@@ -33,7 +33,7 @@ from typing import Any
 from jaxrl import ConfigError
 
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "metrics.csv", "checkpoints", "tensorboard",
-             "learning_curve.png", "damaged_checkpoints")
+             "learning_curve.png", "damaged_checkpoints", "videos", "wandb", "wandb_run.json")
 LOCK_FILE = "run.lock"
 SECTIONS = ("run", "loop", "agent_config")
 # Fields of a saved run that its checkpoint fixes: they shape the saved state or the program that produced it.
@@ -78,6 +78,26 @@ class RunConfig:
     """split the members (seeds x swept configs) over all devices with jax.sharding when there are several"""
     distributed: bool = False
     """call jax.distributed.initialize() first (multi-host: one process per host, e.g. under SLURM)"""
+    video_every: int = 0
+    """env steps between videos of one deterministic evaluation episode of env 0 (RUN_DIR/videos/, TensorBoard,
+    W&B), plus one of the final policy at the end; 0: off. Rendered by MuJoCo (brax/ and Playground envs) in its
+    own jitted rollout, outside the training program"""
+    video_width: int = 320
+    """video frame width in pixels"""
+    video_height: int = 240
+    """video frame height in pixels"""
+    wandb: bool = False
+    """also log to Weights & Biases (pip install 'jaxrl[wandb]'): the TensorBoard scalars, the config, summary.json
+    and videos; the W&B run id is kept in RUN_DIR/wandb_run.json, so --resume continues the same W&B run.
+    WANDB_MODE=offline logs without an account"""
+    wandb_project: str = "jaxrl"
+    """W&B project"""
+    wandb_entity: str | None = None
+    """W&B entity (user or team; default: your W&B default)"""
+    wandb_group: str | None = None
+    """W&B group (a sweep's programs default to the sweep's output directory name)"""
+    wandb_tags: tuple[str, ...] = ()
+    """W&B tags"""
 
 
 def note(message: str) -> None:

@@ -68,10 +68,13 @@ SECTIONS = ("run", "loop", "agent_config")
 TOP_KEYS = {"agent", "config", "envs", "seeds", "sweep_seed", "description", "grid", "random", *SECTIONS}
 DISTRIBUTIONS = ("uniform", "log_uniform", "choice")
 # RunConfig fields that do not change a member's result (where outputs go, how often checkpoints are written, the
-# compilation cache, how members are spread over devices and hosts; ``seeds``: a member is one seed). They are
+# compilation cache, how members are spread over devices and hosts, videos and W&B logging; ``seeds``: a member is
+# one seed). They are
 # left out of member ids and cannot be swept.
 NON_DEFINING_RUN_FIELDS = ("run_dir", "seeds", "overwrite", "checkpoint_every", "checkpoint_minutes",
-                           "keep_checkpoints", "compilation_cache", "shard_members", "distributed")
+                           "keep_checkpoints", "compilation_cache", "shard_members", "distributed", "video_every",
+                           "video_width", "video_height", "wandb", "wandb_project", "wandb_entity", "wandb_group",
+                           "wandb_tags")
 PLAN_FILE = "plan.json"
 
 
@@ -345,7 +348,9 @@ def make_group(index: int, members, out_dir: str) -> Group:
                           "static agent fields differ)")
     first = members[0]
     name = program_name(first.env, [m.id for m in members])
-    run = dataclasses.replace(first.run, seeds=len(members), run_dir=os.path.join(out_dir, "groups", name))
+    # On W&B, a sweep's programs are grouped under the sweep's name unless the sweep file names a group.
+    run = dataclasses.replace(first.run, seeds=len(members), run_dir=os.path.join(out_dir, "groups", name),
+                              wandb_group=first.run.wandb_group or os.path.basename(os.path.normpath(out_dir)))
     return Group(index, name, run, first.loop, first.agent_cfg, tuple(members))
 
 

@@ -63,6 +63,13 @@ def validate(run: RunConfig, loop: LoopConfig) -> None:
             and run.checkpoint_minutes >= 0):
         raise ConfigError(f"checkpoint_minutes must be a finite number >= 0 (0: off), got {run.checkpoint_minutes!r}")
     checks.check_seed(run.seed, run.seeds)
+    if run.wandb:
+        import importlib.util
+
+        from jaxrl.logging import WANDB_MISSING
+
+        if importlib.util.find_spec("wandb") is None:
+            raise ConfigError(WANDB_MISSING)
     if run.playground_impl not in ("jax", "warp"):
         raise ConfigError(f"playground_impl={run.playground_impl!r} is not one of: jax, warp")
     if run.playground_impl == "warp":
@@ -286,20 +293,44 @@ def _train_locked(prepared: _Prepared, quiet: bool):
     jax.block_until_ready(state)
     compile_s = time.perf_counter() - t_start
     changes = _write_config(prepared, resume_step)
+    wandb_run = _start_wandb(prepared) if prepared.run.wandb and prepared.primary else None
     stop = _StopRequests()
     try:
-        with stop:
-            t0 = time.perf_counter()
-            run_chunk = prepared.trainer.run_chunk.lower(state).compile()
-            compile_s += time.perf_counter() - t0
-            state, chunks = _run_chunks(prepared, run_chunk, state, resume_step, changes, stop, quiet, t_start)
-    except Interrupted:
-        stop.forward()  # with the handlers restored: e.g. submitit requeues the job here (and exits)
+        try:
+            with stop:
+                t0 = time.perf_counter()
+                run_chunk = prepared.trainer.run_chunk.lower(state).compile()
+                compile_s += time.perf_counter() - t0
+                state, chunks = _run_chunks(prepared, run_chunk, state, resume_step, changes, stop, quiet, t_start,
+                                            wandb_run)
+        except Interrupted:
+            stop.forward()  # with the handlers restored: e.g. submitit requeues the job here (and exits)
+            raise
+        summary = _summary(prepared, state, chunks, compile_s, resume_step, t_start)
+        if prepared.primary:
+            _write_or_fail(os.path.join(prepared.run.run_dir, "summary.json"), summary)
+    except BaseException:
+        if wandb_run is not None:
+            wandb_run.finish(exit_code=1)
         raise
-    summary = _summary(prepared, state, chunks, compile_s, resume_step, t_start)
-    if prepared.primary:
-        _write_or_fail(os.path.join(prepared.run.run_dir, "summary.json"), summary)
+    if wandb_run is not None:
+        wandb_run.finish(summary)
     return summary, state
+
+
+def _start_wandb(prepared: _Prepared):
+    """The W&B run of this run directory (new, or the one a resumed run started): its config is config.json, plus,
+    in a sweep program, ``member_values``: each agent field that differs between members, one value per member."""
+    from jaxrl.logging import WandbRun
+
+    run = prepared.run
+    config = rundir.load_saved(run.run_dir)
+    if prepared.custom_members:
+        configs = [config_to_dict(cfg) for _, cfg in prepared.members]
+        config["member_values"] = {"seed": [seed for seed, _ in prepared.members],
+                                   **{name: [c[name] for c in configs] for name in configs[0]
+                                      if len({json.dumps(c[name]) for c in configs}) > 1}}
+    return WandbRun(run.run_dir, config, run.wandb_project, run.wandb_entity, run.wandb_group, run.wandb_tags)
 
 
 def _start_or_restore(prepared: _Prepared):
@@ -410,7 +441,7 @@ def _check_finite(metrics, checkpoint_dir: str) -> None:
                              "kept")
 
 
-def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, stop, quiet, t_start):
+def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, stop, quiet, t_start, wandb_run=None):
     """The training loop on the host: one compiled chunk at a time, then its metrics are checked (NaN guard),
     logged, and the state checkpointed when due, at the end, or when a signal asked to stop."""
     import numpy as np
@@ -425,7 +456,8 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
     hparam_columns = {f"hparams/{name}": np.asarray([float(getattr(cfg, name)) for _, cfg in prepared.members])
                       for name in changed}
     logger = RunLogger(run.run_dir, resume_from_step=resume_step,
-                       member_label="member" if prepared.custom_members else "seed", write=prepared.primary)
+                       member_label="member" if prepared.custom_members else "seed", write=prepared.primary,
+                       wandb_run=wandb_run)
     checkpoints = _Checkpoints(run, resume_step)
     start_chunk = int(state.env_steps) // chunk_steps
     progress = _Progress(prepared.target_steps, start_chunk * chunk_steps, quiet or not prepared.primary)

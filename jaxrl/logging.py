@@ -1,15 +1,19 @@
-"""Host-side outputs of a run: metrics JSONL + CSV, TensorBoard events, learning curve PNG, summary.json."""
+"""Host-side outputs of a run: metrics JSONL + CSV, TensorBoard events, learning curve PNG, summary.json, and
+optionally a Weights & Biases run mirroring them."""
 from __future__ import annotations
 
 import csv
 import io
 import json
 import os
+import secrets
+import string
 import sys
 from typing import Any
 
 import numpy as np
 
+from jaxrl import ConfigError
 from jaxrl.files import disk_error, write_failure, write_text_atomic
 
 # A run with several members logs each per-member metric as its mean under the metric's name, and member k's value
@@ -56,8 +60,9 @@ class RunLogger:
     """
 
     def __init__(self, run_dir: str, resume_from_step: int | None = None, member_label: str = "seed",
-                 write: bool = True):
+                 write: bool = True, wandb_run: WandbRun | None = None):
         self.run_dir = run_dir
+        self.wandb_run = wandb_run
         self.member_label = member_label  # per-member columns are name/<label>K ("member" in sweep groups)
         self.write = write
         self.rows: list[dict[str, Any]] = []
@@ -93,13 +98,25 @@ class RunLogger:
         self._write(self.jsonl_path, json.dumps(row) + "\n", atomic=False)
         self._rewrite_csv()
         try:
-            for name, value in row.items():
-                if split_member_column(name) is None and name != "env_steps" and np.isfinite(value):
-                    self.tb.add_scalar(name, value, row["env_steps"])
+            scalars = tensorboard_scalars(row)
+            for name, value in scalars.items():
+                self.tb.add_scalar(name, value, row["env_steps"])
             self.tb.flush()
         except OSError as e:
             self._raise_write_failure(os.path.join(self.run_dir, "tensorboard"), 1024, e)
+        if self.wandb_run is not None:
+            self.wandb_run.log(scalars, row["env_steps"])
         return row
+
+    def video(self, frames, fps: float, env_step: int, path: str) -> None:
+        """An evaluation video (frames [T, H, W, 3] uint8, already written as the MP4 ``path``) into TensorBoard
+        as an animated GIF image summary, and into W&B as the MP4."""
+        if not self.write:
+            return
+        self.tb.file_writer.add_summary(_gif_summary("eval/video", frames, fps), env_step)
+        self.tb.flush()
+        if self.wandb_run is not None:
+            self.wandb_run.video(path, fps, env_step)
 
     def _rewrite_csv(self):
         # Rewritten whole: columns can appear later (e.g. losses once learning starts); runs log few rows.
@@ -163,6 +180,85 @@ class RunLogger:
     def close(self):
         if self.write:
             self.tb.close()
+
+
+def tensorboard_scalars(row: dict[str, Any]) -> dict[str, float]:
+    """The scalars of a logged row that TensorBoard (and W&B) get: the means, not the per-member columns."""
+    return {name: value for name, value in row.items()
+            if split_member_column(name) is None and name != "env_steps" and np.isfinite(value)}
+
+
+def _gif_summary(tag: str, frames, fps: float):
+    """A TensorBoard image summary holding an animated GIF (TensorBoard plays it). tensorboardX's add_video would
+    encode the same through moviepy; Pillow, which matplotlib already needs, does it here."""
+    from PIL import Image
+    from tensorboardX.proto.summary_pb2 import Summary
+
+    images = [Image.fromarray(np.asarray(f)) for f in frames]
+    out = io.BytesIO()
+    images[0].save(out, format="GIF", save_all=True, append_images=images[1:], duration=round(1000 / fps), loop=0)
+    height, width = np.asarray(frames[0]).shape[:2]
+    image = Summary.Image(height=height, width=width, colorspace=3, encoded_image_string=out.getvalue())
+    return Summary(value=[Summary.Value(tag=tag, image=image)])
+
+
+WANDB_RUN_FILE = "wandb_run.json"
+WANDB_MISSING = "--wandb needs the wandb package: pip install 'jaxrl[wandb]'"
+
+
+class WandbRun:
+    """A Weights & Biases run that mirrors a run directory: the rows' TensorBoard scalars at their env step, the
+    resolved config (``config.json``, with each member's swept values in a sweep program), ``summary.json`` at the
+    end, and videos. Its id is kept in ``RUN_DIR/wandb_run.json``: a resumed run continues the same W&B run, and the
+    rows it recomputes after its checkpoint (bitwise the same values) are not logged twice. Offline runs
+    (``WANDB_MODE=offline``) write under ``RUN_DIR/wandb/``; ``wandb sync`` uploads them. Only the process that
+    writes the run directory (process 0) creates one."""
+
+    def __init__(self, run_dir: str, config: dict[str, Any], project: str, entity: str | None = None,
+                 group: str | None = None, tags: tuple[str, ...] = ()):
+        try:
+            import wandb
+        except ImportError:
+            raise ConfigError(WANDB_MISSING) from None
+        from jaxrl.files import write_json
+
+        id_path = os.path.join(run_dir, WANDB_RUN_FILE)
+        saved = None
+        if os.path.exists(id_path):
+            with open(id_path) as f:
+                saved = json.load(f)
+        # W&B's own id format (8 characters of [a-z0-9]); wandb.util no longer exposes its generator.
+        run_id = saved["id"] if saved else "".join(secrets.choice(string.ascii_lowercase + string.digits)
+                                                   for _ in range(8))
+        if saved is None:
+            write_json(id_path, {"id": run_id, "project": project, "entity": entity})
+        try:
+            self.run = wandb.init(project=saved["project"] if saved else project,
+                                  entity=saved.get("entity") if saved else entity, group=group, tags=list(tags),
+                                  id=run_id, resume="allow", dir=run_dir, name=os.path.basename(os.path.normpath(
+                                      run_dir)), config=config, settings=wandb.Settings(console="off"))
+        except Exception as e:  # noqa: BLE001 - wandb raises many kinds (auth, network, usage); all mean "no run"
+            raise ConfigError(f"--wandb: W&B did not start a run ({type(e).__name__}: {str(e).splitlines()[0]}); "
+                              "run `wandb login`, or set WANDB_MODE=offline to log without an account") from None
+        self.id = run_id
+        # Online, a resumed W&B run knows its last step; rows up to it are already there.
+        self.logged_through = (self.run.step - 1) if saved else -1
+
+    def log(self, scalars: dict[str, float], env_step: int) -> None:
+        if env_step > self.logged_through:
+            self.run.log(dict(scalars), step=env_step)
+            self.logged_through = env_step
+
+    def video(self, path: str, fps: float, env_step: int) -> None:
+        import wandb
+
+        self.run.log({"eval/video": wandb.Video(path, fps=round(fps), format="mp4")}, step=max(env_step,
+                                                                                           self.logged_through))
+
+    def finish(self, summary: dict[str, Any] | None = None, exit_code: int = 0) -> None:
+        if summary:
+            self.run.summary.update({k: v for k, v in summary.items() if k != "members"})
+        self.run.finish(exit_code=exit_code)
 
 
 def read_rows(path: str) -> list[dict[str, Any]]:

@@ -1,5 +1,6 @@
 """What several test files share: a tiny training helper, SAC's hand-computable networks and batch, the CLI
 runner and its one-line-error check, the tiny run's settings, and the buffer tests' ring filler."""
+import json
 import math
 import os
 import subprocess
@@ -166,3 +167,46 @@ def fill(capacity, steps, episode_length, can_terminate=False, terminate_at=(), 
                                jnp.asarray(terminated), jnp.asarray(truncated), final, jnp.asarray(ep_step))
         ep_step = np.where(terminated | truncated, 0, ep_step + 1)
     return state
+
+
+def wandb_offline_runs(run_dir):
+    """The offline W&B runs under ``run_dir/wandb`` in start order, each as {id, group, tags, config, history,
+    summary}: read from their ``run-<id>.wandb`` transaction logs (a LevelDB-style log of protobuf records, 32 KiB
+    blocks, 7-byte record headers; wandb no longer ships a Python reader)."""
+    import glob
+
+    from wandb.proto import wandb_internal_pb2 as pb
+
+    runs = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))):
+        data = open(path, "rb").read()
+        assert data[:4] == b":W&B", path
+        pos, pending, records = 7, b"", []
+        while pos + 7 <= len(data):
+            left = 32768 - pos % 32768
+            if left < 7:  # a block's tail too short for a header is padding
+                pos += left
+                continue
+            length, kind = int.from_bytes(data[pos + 4:pos + 6], "little"), data[pos + 6]
+            pending += data[pos + 7:pos + 7 + length]
+            pos += 7 + length
+            if kind in (1, 4):  # a FULL record, or the LAST piece of one
+                record = pb.Record()
+                record.ParseFromString(pending)
+                records.append(record)
+                pending = b""
+        run = {"config": {}, "history": [], "summary": {}}
+        for record in records:
+            kind = record.WhichOneof("record_type")
+            if kind == "run":
+                run.update(id=record.run.run_id, group=record.run.run_group, tags=list(record.run.tags))
+                run["config"].update({i.key: json.loads(i.value_json) for i in record.run.config.update})
+            elif kind == "config":
+                run["config"].update({i.key: json.loads(i.value_json) for i in record.config.update})
+            elif kind == "history":
+                run["history"].append({i.key or "/".join(i.nested_key): json.loads(i.value_json)
+                                       for i in record.history.item})
+            elif kind == "summary":
+                run["summary"].update({i.key: json.loads(i.value_json) for i in record.summary.update if i.key})
+        runs.append(run)
+    return runs

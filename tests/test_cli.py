@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.helpers import TINY, assert_one_line_error, jaxrl, saved_state, tiny
+from tests.helpers import TINY, assert_one_line_error, jaxrl, saved_state, tiny, wandb_offline_runs
 
 AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2", "fasttd3", "fastsac"]
 NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN test blows up (1e30: finite, so accepted)
@@ -168,3 +168,36 @@ def test_dmc_run_checkpoints_and_resumes(tmp_path):
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert summary["resumed_from"] == 100 and summary["env_steps"] == 200
     assert np.isfinite(summary["final_eval_return"])
+
+
+@pytest.mark.slow
+def test_wandb_offline_run_holds_the_metrics_and_config_and_a_resume_continues_its_id(tmp_path):
+    pytest.importorskip("wandb")
+    run_dir = str(tmp_path / "run")
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+
+    def train(*args):
+        result = subprocess.run([sys.executable, "-m", "experiments.cli", "train", *args], capture_output=True,
+                                text=True, timeout=600, env=env)
+        assert result.returncode == 0, result.stderr
+
+    train(*TINY, "--steps", "400", "--run-dir", run_dir, "--wandb", "--wandb-group", "g1", "--wandb-tags", "a", "b")
+    train("--resume", run_dir, "--steps", "600")
+    run_id = json.load(open(os.path.join(run_dir, "wandb_run.json")))["id"]
+    first, resumed = wandb_offline_runs(run_dir)
+    assert first["id"] == resumed["id"] == run_id  # `wandb sync` uploads both into one W&B run
+    assert first["group"] == "g1" and first["tags"] == ["a", "b"]
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    logged = {r["_step"]: r for run in (first, resumed) for r in run["history"] if "eval/return" in r}
+    assert sorted(logged) == [200, 400, 600]  # each chunk once: the resume starts after the last logged row
+    for row in rows:
+        for name in ("eval/return", "train/critic_loss", "train/alpha", "env_steps_per_s"):
+            if name in row and np.isfinite(row[name]):
+                assert logged[row["env_steps"]][name] == pytest.approx(row[name], rel=1e-6), name
+    config = json.load(open(os.path.join(run_dir, "config.json")))
+    for run, steps in ((first, 400), (resumed, 600)):  # config.json as it was when each process started
+        assert run["config"]["agent"] == "sac" and run["config"]["loop"] == {**config["loop"], "steps": steps}
+        assert run["config"]["agent_config"] == config["agent_config"] and run["config"]["run"]["wandb"]
+    summary = json.load(open(os.path.join(run_dir, "summary.json")))
+    assert resumed["summary"]["final_eval_return"] == pytest.approx(summary["final_eval_return"])
+    assert resumed["summary"]["env_steps"] == 600

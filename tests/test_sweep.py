@@ -300,9 +300,17 @@ def jaxrl(*args, env=None):
 
 @pytest.mark.slow
 def test_sweep_command_writes_one_row_per_member_and_exports_a_resumable_member(tmp_path):
-    path = write(tmp_path, SWEEP.replace('"agent_config.hidden_sizes" = [[16, 16], [8, 8]]', ""))
+    from tests.helpers import wandb_offline_runs
+
+    # Logged to W&B (offline): W&B settings are not part of a member's id, so the ids are those of a plain sweep.
+    text = SWEEP.replace('"agent_config.hidden_sizes" = [[16, 16], [8, 8]]', "").replace("[grid]",
+                                                                                        "[run]\nwandb = true\n[grid]")
+    path = write(tmp_path, text)
+    plain = sweep_lib.load(write(tmp_path, SWEEP.replace('"agent_config.hidden_sizes" = [[16, 16], [8, 8]]', ""),
+                                 "plain.toml"))
+    assert [m.id for m in sweep_lib.load(path).members] == [m.id for m in plain.members]
     out = str(tmp_path / "out")
-    result = jaxrl("sweep", path, "--out", out)
+    result = jaxrl("sweep", path, "--out", out, env={**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"})
     assert result.returncode == 0, result.stderr
     with open(os.path.join(out, "results.csv")) as f:
         rows = f.read().strip().splitlines()
@@ -316,6 +324,12 @@ def test_sweep_command_writes_one_row_per_member_and_exports_a_resumable_member(
     for r in table:  # each row names the program member that produced it
         produced = summary["members"][int(r["member_in_group"])]
         assert produced["seed"] == int(r["seed"]) and produced["agent_config"]["actor_lr"] == float(r["actor_lr"])
+    # One W&B run per program, grouped under the sweep's name, its config holding every member's values.
+    (logged,) = wandb_offline_runs(group_dir)
+    assert logged["group"] == "out" and logged["config"]["member_values"]["seed"] == [m["seed"] for m in
+                                                                                    summary["members"]]
+    assert logged["config"]["member_values"]["actor_lr"] == [m["agent_config"]["actor_lr"] for m in summary["members"]]
+    assert [r["_step"] for r in logged["history"] if "eval/return" in r] == [200, 400]
     member_metrics = open(os.path.join(out, "members", table[3]["member_id"], "metrics.csv")).read().splitlines()
     assert member_metrics[0].startswith("env_steps,updates") and len(member_metrics) == 3
     # Rerunning reuses every finished member: nothing runs, the program's files stay as they were.
@@ -342,7 +356,8 @@ def test_sweep_command_writes_one_row_per_member_and_exports_a_resumable_member(
     bad = jaxrl("export", group_dir, "--member", "4", "--out", str(tmp_path / "m4"))
     assert bad.returncode == 2 and "--member 4 is out of range" in bad.stderr
     # The exported member continues on its own.
-    longer = jaxrl("train", "--resume", exported, "--steps", "600")
+    longer = jaxrl("train", "--resume", exported, "--steps", "600",  # it keeps the sweep's W&B setting
+                   env={**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"})
     assert longer.returncode == 0, longer.stderr
     assert json.load(open(os.path.join(exported, "summary.json")))["env_steps"] == 600
 
