@@ -7,8 +7,10 @@ Names are ``brax/<env>``, ``dmc/<Task>``, ``locomotion/<Task>``, ``manipulation/
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib
+import io
 import warnings
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -18,6 +20,7 @@ import jax.numpy as jnp
 
 from envs.menagerie import use_packaged_menagerie
 from envs.raw import RawEnv
+from envs.rendering import select_gl_backend
 from envs.toy import TOY_ENVS
 from envs.wrappers import VecEnv
 from jaxrl import ConfigError
@@ -82,8 +85,13 @@ def _unknown(name: str, valid: list[str]) -> ConfigError:
     return ConfigError(f"unknown env {name!r}; valid: {shown} (run `jaxrl envs` to list all)")
 
 
-def _from_state_api(name: str, env: Any, episode_length: int, can_terminate: bool) -> RawEnv:
+def _from_state_api(name: str, env: Any, episode_length: int, can_terminate: bool, brax: bool = False) -> RawEnv:
     """Adapt an env whose reset/step return a State with .obs/.reward/.done (Brax and Playground alike)."""
+
+    def render(states, width: int, height: int):
+        # Brax's PipelineEnv draws pipeline states, Playground's envs their own States; both print a progress bar.
+        with contextlib.redirect_stderr(io.StringIO()):
+            return env.render([s.pipeline_state for s in states] if brax else states, height=height, width=width)
 
     def reset(key):
         state = env.reset(key)
@@ -93,9 +101,10 @@ def _from_state_api(name: str, env: Any, episode_length: int, can_terminate: boo
         state = env.step(state, action)
         return state, state.obs, state.reward, state.done.astype(jnp.bool_)
 
+    drawing = {"render": render, "control_dt": float(env.dt)}
     size = env.observation_size
     if not isinstance(size, Mapping):
-        return RawEnv(name, int(size), int(env.action_size), episode_length, can_terminate, reset, step)
+        return RawEnv(name, int(size), int(env.action_size), episode_length, can_terminate, reset, step, **drawing)
     parts = []
     for part, shape in size.items():
         shape = (shape,) if isinstance(shape, int) else tuple(shape)
@@ -103,7 +112,7 @@ def _from_state_api(name: str, env: Any, episode_length: int, can_terminate: boo
             raise ConfigError(f"{name}: observation part {part!r} has shape {shape}; only vector parts are supported")
         parts.append((part, int(shape[0])))
     return RawEnv(name, sum(n for _, n in parts), int(env.action_size), episode_length, can_terminate, reset, step,
-                  obs_parts=tuple(parts))
+                  obs_parts=tuple(parts), **drawing)
 
 
 def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: str = "jax",
@@ -113,6 +122,7 @@ def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: s
         raise ConfigError(f"unknown env {name!r}; names start with one of {', '.join(PREFIXES)} "
                           "(run `jaxrl envs` to list all)")
     prefix, _, task = name.partition("/")
+    select_gl_backend()  # before Brax or Playground imports MuJoCo, which reads MUJOCO_GL once
     if prefix == "toy":
         if task not in TOY_ENVS:
             raise _unknown(name, [f"toy/{n}" for n in TOY_ENVS])
@@ -128,7 +138,7 @@ def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: s
             from brax import envs as brax_envs
 
             env = brax_envs.get_environment(task, backend=brax_backend)
-        raw = _from_state_api(name, env, 1000, task not in BRAX_NON_TERMINATING)
+        raw = _from_state_api(name, env, 1000, task not in BRAX_NON_TERMINATING, brax=True)
     else:
         raw = _make_playground(name, prefix, task, playground_impl)
     if episode_length is not None:

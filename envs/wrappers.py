@@ -89,7 +89,9 @@ class VecEnv:
         return EnvState(raw=raw, obs=as_float32(obs), episode_step=jnp.zeros((n,), jnp.int32),
                         episode_return=jnp.zeros((n,), jnp.float32), key=keys[n:])
 
-    def _repeated_step(self, raw_state, action):
+    def repeated_step(self, raw_state, action):
+        """One env's decision: ``action_repeat`` simulator steps of one unbatched state, without the time limit or
+        auto-reset (``step`` adds those). Returns (state, obs, summed reward, terminated)."""
         if self.action_repeat == 1:
             return self.raw.step(raw_state, action)
 
@@ -107,7 +109,7 @@ class VecEnv:
         return state, obs, reward, terminated
 
     def step(self, state: EnvState, action: jax.Array) -> tuple[EnvState, Step]:
-        raw, final_obs, reward, terminated = jax.vmap(self._repeated_step)(state.raw, action)
+        raw, final_obs, reward, terminated = jax.vmap(self.repeated_step)(state.raw, action)
         final_obs = as_float32(final_obs)
         reward = reward.astype(jnp.float32)
         terminated = terminated.astype(jnp.bool_)

@@ -16,7 +16,7 @@ import os
 import sys
 from typing import Annotated
 
-USAGE = """usage: jaxrl {train,sweep,export,reproduce,plot,envs,agents,configs} ...
+USAGE = """usage: jaxrl {train,sweep,export,reproduce,plot,video,envs,agents,configs} ...
 
   jaxrl train [--agent sac] [--resume RUN_DIR] [flags]   train (jaxrl train --help lists every flag)
   jaxrl train --config NAME_OR_TOML [flags]              train from a paper config (jaxrl configs lists them)
@@ -29,6 +29,8 @@ USAGE = """usage: jaxrl {train,sweep,export,reproduce,plot,envs,agents,configs} 
                                                          a paper protocol over tasks, report vs published
   jaxrl plot RUN_OR_SWEEP_DIR... [--metric eval/return] [--by FIELD] [--x env_steps|wall_s] [--out F.png]
                                                          learning curves on one figure, 95 % bootstrap bands
+  jaxrl video RUN_DIR [--step K] [--episodes N] [--out F.mp4]
+                                                         render a checkpoint's policy (MP4)
   jaxrl envs                                             list env names
   jaxrl agents                                           list agent names
   jaxrl configs                                          list named configs (experiments/configs/*.toml)
@@ -234,6 +236,33 @@ def _reproduce(argv: list[str]) -> int:
     return 0
 
 
+def _video(argv: list[str]) -> int:
+    from experiments.video import __doc__ as doc
+    from experiments.video import render_checkpoint
+    from jaxrl import ConfigError
+
+    parser = argparse.ArgumentParser(prog="jaxrl video", description=doc,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("run_dir")
+    parser.add_argument("--step", type=int, default=None, help="the checkpoint's env step (default: the newest)")
+    parser.add_argument("--episodes", type=int, default=1, help="deterministic episodes, back to back (default 1)")
+    parser.add_argument("--member", type=int, default=0, help="member of a --seeds run or sweep program (default 0)")
+    parser.add_argument("--out", default=None, help="the MP4 (default RUN_DIR/videos/checkpoint_<step>.mp4)")
+    parser.add_argument("--width", type=int, default=None, help="pixels (default: the run's video_width)")
+    parser.add_argument("--height", type=int, default=None, help="pixels (default: the run's video_height)")
+    args = parser.parse_args(argv)
+    try:
+        info = render_checkpoint(args.run_dir, args.out, args.step, args.episodes, args.member, args.width,
+                                 args.height)
+    except ConfigError as e:
+        return _error(str(e))
+    print(f"video {info['path']}: env step {info['env_steps']}, {info['frames']} frames ({info['width']}x"
+          f"{info['height']}), returns {', '.join(f'{r:.1f}' for r in info['returns'])}; rollout "
+          f"{info['rollout_s']:.1f} s (compile included), render {info['render_s']:.1f} s, encode "
+          f"{info['encode_s']:.1f} s")
+    return 0
+
+
 def _plot(argv: list[str]) -> int:
     from experiments import plot
     from jaxrl import ConfigError
@@ -274,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
         return _reproduce(rest)
     if command == "plot":
         return _plot(rest)
+    if command == "video":
+        return _video(rest)
     if command == "envs":
         import envs
 
@@ -289,8 +320,8 @@ def main(argv: list[str] | None = None) -> int:
 
         print("\n".join(configs.list_configs()))
         return 0
-    return _error(f"unknown command {command!r}; valid: train, sweep, export, reproduce, plot, envs, agents, "
-                  "configs")
+    return _error(f"unknown command {command!r}; valid: train, sweep, export, reproduce, plot, video, "
+                  "envs, agents, configs")
 
 
 if __name__ == "__main__":

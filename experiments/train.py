@@ -63,6 +63,8 @@ def validate(run: RunConfig, loop: LoopConfig) -> None:
             and run.checkpoint_minutes >= 0):
         raise ConfigError(f"checkpoint_minutes must be a finite number >= 0 (0: off), got {run.checkpoint_minutes!r}")
     checks.check_seed(run.seed, run.seeds)
+    if not isinstance(run.video_every, int) or isinstance(run.video_every, bool) or run.video_every < 0:
+        raise ConfigError(f"video_every must be an integer >= 0 env steps (0: off), got {run.video_every!r}")
     if run.wandb:
         import importlib.util
 
@@ -231,6 +233,10 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
         rundir.check_new(run_dir, run.overwrite)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
     env, eval_env = make_envs(run, loop)
+    if run.video_every:
+        from jaxrl.video import check_can_record
+
+        check_can_record(eval_env.raw, run.video_width, run.video_height)
 
     import jax
 
@@ -461,6 +467,7 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
     checkpoints = _Checkpoints(run, resume_step)
     start_chunk = int(state.env_steps) // chunk_steps
     progress = _Progress(prepared.target_steps, start_chunk * chunk_steps, quiet or not prepared.primary)
+    videos = _video_schedule(prepared)
     run_s, steps_run, last_eval = 0.0, 0, np.full((run.seeds,), np.nan)
     try:
         if stop.signum is not None:  # a signal during compilation: keep the initial state too
@@ -479,6 +486,8 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
             progress.update(env_steps, logger.log(metrics))
             last_eval = np.atleast_1d(metrics["eval/return"])
             done = chunk + 1 == prepared.total_chunks
+            if videos is not None and videos.due(env_steps - chunk_steps, env_steps, done):
+                _record_video(videos, state, env_steps, logger, progress)
             if done or checkpoints.due(env_steps, chunk_steps) or stop.signum is not None:
                 checkpoints.save(env_steps, state)
                 logger.plot(f"{prepared.agent.name} on {run.env}")
@@ -488,6 +497,31 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
         progress.close()
         logger.close()
     return state, _ChunkTimes(run_s, steps_run, checkpoints.seconds, last_eval)
+
+
+def _video_schedule(prepared: _Prepared):
+    """Videos of member 0 (``--video-every``), by process 0 of a single-process run: a multi-host run's state is
+    spread over processes that would all have to join the rollout, so it records none (with a note)."""
+    import jax
+
+    from jaxrl.video import VideoSchedule
+
+    run = prepared.run
+    if not run.video_every or not prepared.primary:
+        return None
+    if jax.process_count() > 1:
+        rundir.note("--video-every: multi-host runs record no videos (render a checkpoint with `jaxrl video`)")
+        return None
+    return VideoSchedule(prepared.trainer.program, run.run_dir, run.video_every, run.video_width, run.video_height,
+                         prepared.members[0][0])
+
+
+def _record_video(videos, state, env_steps: int, logger, progress) -> None:
+    info = videos.record(state, env_steps)
+    logger.video(info["frames"], info["fps"], env_steps, info["path"])
+    progress.note(f"video {info['path']}: {len(info['frames'])} frames ({info['width']}x{info['height']}), return "
+                  f"{info['return']:.1f}; rollout {info['rollout_s']:.1f} s, render {info['render_s']:.1f} s, encode "
+                  f"{info['encode_s']:.1f} s")
 
 
 def _summary(prepared: _Prepared, state, chunks: _ChunkTimes, compile_s: float, resume_step, t_start) -> dict:
@@ -597,6 +631,13 @@ class _Progress:
             print(f"env_steps {env_steps}/{self.total}  eval_return {ret:.2f}  "
                   f"train_return {row.get('train/episode_return', float('nan')):.2f}  "
                   f"{row.get('env_steps_per_s', 0.0):.0f} steps/s", flush=True)
+
+    def note(self, text: str):
+        """A line between progress updates (above the bar on a terminal)."""
+        if self.tty:
+            self.bar.console.print(text)
+        elif not self.quiet:
+            print(text, flush=True)
 
     def close(self):
         if self.tty:

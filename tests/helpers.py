@@ -105,9 +105,9 @@ def tiny(agent="sac"):
 TINY = tiny()
 
 
-def jaxrl(*args, timeout=600):
+def jaxrl(*args, timeout=600, env=None):
     return subprocess.run([sys.executable, "-m", "experiments.cli", *args], capture_output=True, text=True,
-                          timeout=timeout)
+                          timeout=timeout, env=env)
 
 
 def assert_one_line_error(result, *fragments):
@@ -210,3 +210,22 @@ def wandb_offline_runs(run_dir):
                 run["summary"].update({i.key: json.loads(i.value_json) for i in record.summary.update if i.key})
         runs.append(run)
     return runs
+
+
+def tensorboard_events(run_dir):
+    """Every TensorBoard event of ``run_dir/tensorboard`` in file order: TFRecord framing (8-byte length, 4-byte
+    CRC, the Event proto, 4-byte CRC) read with tensorboardX's own proto (the tensorboard package is not needed)."""
+    import glob
+
+    from tensorboardX.proto.event_pb2 import Event
+
+    events = []
+    for path in sorted(glob.glob(os.path.join(run_dir, "tensorboard", "events.out.tfevents.*"))):
+        data, pos = open(path, "rb").read(), 0
+        while pos + 12 <= len(data):
+            length = int.from_bytes(data[pos:pos + 8], "little")
+            event = Event()
+            event.ParseFromString(data[pos + 12:pos + 12 + length])
+            events.append(event)
+            pos += 12 + length + 4
+    return events

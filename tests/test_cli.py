@@ -29,6 +29,9 @@ NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN tes
     (["--warmup", "sometimes"], ["warmup='sometimes'", "uniform, policy"]),
     (["--config", "nope_protocol"], ["'nope_protocol'", "simbav2_dmc"]),
     (["--config", "simbav2_dmc", "--resume", "/tmp/x"], ["--config", "--resume"]),
+    (["--video-every", "200"], ["toy/Pendulum cannot render a video", "dmc/"]),
+    (["--video-every", "-1"], ["video_every must be an integer >= 0", "-1"]),
+    (["--env", "dmc/CartpoleBalance", "--video-every", "200", "--video-width", "321"], ["video_width", "321"]),
 ])
 def test_bad_input_fails_with_one_line(args, fragments, cli):
     assert_one_line_error(cli("train", *TINY, *args), *fragments)
@@ -155,19 +158,58 @@ def test_plugged_in_loss_trains_from_the_cli(tmp_path):
 
 
 @pytest.mark.slow
-def test_dmc_run_checkpoints_and_resumes(tmp_path):
-    """MJX states hold zero-size arrays, which orbax refuses; the whole state must still round-trip."""
-    run_dir = str(tmp_path / "dmc")
+def test_dmc_run_checkpoints_resumes_and_records_videos_that_change_nothing(tmp_path):
+    """MJX states hold zero-size arrays, which orbax refuses; the whole state must still round-trip. Videos (every
+    100 env steps and the final policy; into TensorBoard and offline W&B too) are rollouts of their own: the state
+    equals that of the same run without them, and ``jaxrl video`` renders a checkpoint's episode exactly again."""
+    from envs.rendering import NO_GL, select_gl_backend
+    from jaxrl.video import read_mp4
+    from tests.helpers import tensorboard_events
+
+    if select_gl_backend() is None:
+        pytest.skip(NO_GL)  # .ci/run installs the libraries, so CI always runs this test
+
+    run_dir, plain = str(tmp_path / "dmc"), str(tmp_path / "plain")
+    # 50 env steps at the dmc/ suite's action repeat 2: 25 decisions, 26 frames (the reset state and each decision).
     args = ["--env", "dmc/CartpoleSwingup", "--num-envs", "2", "--num-eval-envs", "1", "--episode-length", "50",
             "--eval-every", "100", "--learning-starts", "50", "--sac.hidden-sizes", "16", "16",
-            "--sac.batch-size", "16", "--buffer-size", "1000", "--checkpoint-every", "100", "--run-dir", run_dir]
-    first = jaxrl("train", *args, "--steps", "100")
+            "--sac.batch-size", "16", "--buffer-size", "1000", "--checkpoint-every", "100"]
+    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    first = jaxrl("train", *args, "--run-dir", run_dir, "--steps", "100", "--video-every", "100", "--video-width",
+                  "64", "--video-height", "48", "--wandb", env=env)
     assert first.returncode == 0, first.stderr
-    resumed = jaxrl("train", "--resume", run_dir, "--steps", "200")
+    assert "video " in first.stdout and "26 frames (64x48)" in first.stdout
+    resumed = jaxrl("train", "--resume", run_dir, "--steps", "200", env=env)
     assert resumed.returncode == 0, resumed.stderr
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert summary["resumed_from"] == 100 and summary["env_steps"] == 200
     assert np.isfinite(summary["final_eval_return"])
+    assert sorted(os.listdir(os.path.join(run_dir, "videos"))) == ["env_step_100.mp4", "env_step_200.mp4"]
+    for name in ("env_step_100.mp4", "env_step_200.mp4"):
+        frames, fps = read_mp4(os.path.join(run_dir, "videos", name))
+        assert len(frames) == 26 and frames[0].shape == (48, 64, 3) and fps == 50.0  # 1 / (0.01 s x 2)
+        assert np.std(frames[0]) > 5  # a drawn scene, not a blank frame
+    gifs = [(e.step, v.image) for e in tensorboard_events(run_dir) for v in e.summary.value if v.tag == "eval/video"]
+    assert [step for step, _ in gifs] == [100, 200]
+    assert all(image.encoded_image_string[:6] == b"GIF89a" and image.width == 64 for _, image in gifs)
+    logged = [(r["_step"], r["eval/video/path"]) for run in wandb_offline_runs(run_dir) for r in run["history"]
+              if "eval/video/path" in r]  # a wandb.Video: its file, type, size and hash
+    assert [step for step, _ in logged] == [100, 200] and all(path.endswith(".mp4") for _, path in logged)
+
+    assert jaxrl("train", *args, "--run-dir", plain, "--steps", "200").returncode == 0
+    a, b = saved_state(run_dir, 200), saved_state(plain, 200)
+    for key in a:
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+
+    # The newest checkpoint's first episode is the final video's episode: the same frames, encoded to the same bytes.
+    again = jaxrl("video", run_dir, "--out", str(tmp_path / "again.mp4"))
+    assert again.returncode == 0 and "env step 200, 26 frames" in again.stdout, again.stderr
+    assert open(tmp_path / "again.mp4", "rb").read() == open(os.path.join(run_dir, "videos", "env_step_200.mp4"),
+                                                              "rb").read()
+    from experiments.video import render_checkpoint
+
+    two = render_checkpoint(run_dir, str(tmp_path / "two.mp4"), step=100, episodes=2)
+    assert two["frames"] == 52 and len(read_mp4(str(tmp_path / "two.mp4"))[0]) == 52
 
 
 @pytest.mark.slow
