@@ -107,18 +107,44 @@ def _verify_files(step_dir: str) -> None:
             raise Damaged(f"checksum mismatch in {relative}")
 
 
+def _layout_mismatch(step_dir: str, target: dict) -> str | None:
+    """Where the stored state's leaves differ from ``target``'s (read from orbax's metadata, before any array is
+    read: a restore into mismatched shapes fails deep inside tensorstore); None when they all match."""
+    from etils import epath  # orbax's path type (one of its dependencies)
+
+    metadata = ocp.PyTreeCheckpointHandler().metadata(epath.Path(os.path.join(step_dir, STATE)))
+    stored = {key: (tuple(m.shape), np.dtype(m.dtype)) for key, m in getattr(metadata, "tree", metadata).items()}
+    for key, x in target.items():
+        if key not in stored:
+            return f"it has no {key}"
+        if stored[key] != (tuple(x.shape), np.dtype(x.dtype)):
+            return (f"{key} is stored as {stored[key][1]}{list(stored[key][0])} where this run builds "
+                    f"{np.dtype(x.dtype)}{list(x.shape)}")
+    extra = sorted(set(stored) - set(target))
+    return f"it holds {extra[0]}, which this run does not have" if extra else None
+
+
 def _restore_one(directory: str, abstract_state, step: int):
-    _verify_files(os.path.join(directory, str(step)))
+    step_dir = os.path.join(directory, str(step))
+    _verify_files(step_dir)
     flat_abstract = _flatten(abstract_state)
     # A sharded abstract state (jaxrl.sharding) restores each leaf straight onto its devices.
     target = {k: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
               for k, x in flat_abstract.items()}
+    mismatch = _layout_mismatch(step_dir, target)
+    if mismatch is not None:
+        # The files verified against the manifest, so the checkpoint is intact, of another layout (another jaxrl
+        # version, e.g. an older replay layout, or other settings). Not damaged: it is neither set aside nor
+        # skipped for an older one, which would have the same layout.
+        raise ConfigError(f"the checkpoint at env step {step} in {directory} is intact but of another layout "
+                          f"({mismatch}): it was written by another jaxrl version or for other settings; resume it "
+                          "with the version that wrote it, or start a new run")
     try:
         restored = manager(directory).restore(step, args=ocp.args.Composite(**{
             STATE: ocp.args.StandardRestore(target)}))[STATE]
-    except Exception as e:  # noqa: BLE001 - orbax raises many types for unreadable / mismatched data
+    except Exception as e:  # noqa: BLE001 - orbax raises many types for unreadable data
         message = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise Damaged(f"does not match this run's shapes: {message[:160]}") from None
+        raise Damaged(f"orbax cannot read it: {message[:160]}") from None
     paths, treedef = jax.tree_util.tree_flatten_with_path(abstract_state)
     leaves = [restored[jax.tree_util.keystr(p)] if x.size > 0 else jax.numpy.zeros(x.shape, x.dtype)
               for p, x in paths]

@@ -283,6 +283,21 @@ def test_a_checkpoint_whose_values_changed_silently_is_damaged(tmp_path):
         checkpoint.restore(directory, abstract)
 
 
+def test_an_intact_checkpoint_of_another_layout_is_refused_in_one_line_and_kept(tmp_path):
+    """A checkpoint written with other shapes (an older jaxrl's buffer layout, say) is not damaged: its files
+    verify. Resuming it must say so, keep it where it is, and not fall back to an older checkpoint."""
+    directory = str(tmp_path / "ckpt")
+    mngr = checkpoint.manager(directory, keep=3)
+    checkpoint.save(mngr, 1, small_state())
+    checkpoint.save(mngr, 2, small_state())
+    other = jax.eval_shape(lambda: {**small_state(), "params": jnp.zeros((3, 5))})
+    with pytest.raises(ConfigError, match=r"env step 2 .*another layout .\['params'\] is stored as float32\[3, 4\] "
+                       r"where this run builds float32\[3, 5\]") as e:
+        checkpoint.restore(directory, other, on_damaged=lambda s, why: pytest.fail("not damaged"))
+    assert "\n" not in str(e.value) and "damaged" not in str(e.value)
+    assert checkpoint.steps(directory) == [2, 1]
+
+
 def largest_array_file(run_dir, step, under="checkpoints"):
     top = os.path.join(run_dir, under, str(step), "state")
     files = [os.path.join(root, name) for root, _, names in os.walk(top) for name in names]
