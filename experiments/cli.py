@@ -281,7 +281,8 @@ def _plot(argv: list[str]) -> int:
         return _error(str(e))
     for c in curves:
         if c.members:
-            print(f"{c.label}: {c.members} member(s), {args.metric} {c.mean[-1]:.4g} at {args.x_axis} {c.x[-1]:.4g}"
+            at = f"{int(c.x[-1]):,} env steps" if args.x_axis == "env_steps" else f"{c.x[-1]:.1f} s"
+            print(f"{c.label}: {c.members} member(s), {args.metric} {c.mean[-1]:.4g} at {at}"
                   + (f" (95 % CI {c.low[-1]:.4g} to {c.high[-1]:.4g})" if c.members > 1 else ""))
     print(f"plot: {path}")
     return 0

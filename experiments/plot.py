@@ -228,7 +228,10 @@ def draw(curves: list[Curve], path: str, ylabel: str, xlabel: str = "env steps",
     if title:
         ax.set_title(title)
     ax.grid(alpha=0.3)
-    ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4), useMathText=True)
+    if xlabel == X_AXES["env_steps"]:
+        from matplotlib.ticker import EngFormatter
+
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 250k, 1M: env steps at a glance
     if curves or published:
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
