@@ -116,13 +116,22 @@ def _from_state_api(name: str, env: Any, episode_length: int, can_terminate: boo
 
 
 def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: str = "jax",
-             episode_length: int | None = None) -> RawEnv:
-    """The unbatched env called ``name``; raises ConfigError (one line) for an unknown name or option."""
+             episode_length: int | None = None, domain_randomization: bool = False,
+             push_randomization: bool | None = None) -> RawEnv:
+    """The unbatched env called ``name``; raises ConfigError (one line) for an unknown name or option.
+
+    ``domain_randomization``: Playground's randomiser for the task (``registry.get_domain_randomizer``: friction,
+    masses, joint and actuator parameters, ...), drawn per env at every reset. ``push_randomization``: Playground's
+    random pushes where the task has them (``push_config`` on the humanoids, ``pert_config`` on Go1): True or False
+    switches them, None keeps the task's own setting (on for T1, G1, H1-like humanoids; off for Go1)."""
     if not isinstance(name, str) or not name.startswith(PREFIXES):
         raise ConfigError(f"unknown env {name!r}; names start with one of {', '.join(PREFIXES)} "
                           "(run `jaxrl envs` to list all)")
     prefix, _, task = name.partition("/")
     select_gl_backend()  # before Brax or Playground imports MuJoCo, which reads MUJOCO_GL once
+    if (domain_randomization or push_randomization is not None) and prefix not in ("locomotion", "manipulation"):
+        raise ConfigError(f"domain and push randomisation are Playground's, for locomotion/ and manipulation/ "
+                          f"tasks; {name} has neither (leave domain_randomization off and push_randomization None)")
     if prefix == "toy":
         if task not in TOY_ENVS:
             raise _unknown(name, [f"toy/{n}" for n in TOY_ENVS])
@@ -140,7 +149,7 @@ def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: s
             env = brax_envs.get_environment(task, backend=brax_backend)
         raw = _from_state_api(name, env, 1000, task not in BRAX_NON_TERMINATING, brax=True)
     else:
-        raw = _make_playground(name, prefix, task, playground_impl)
+        raw = _make_playground(name, prefix, task, playground_impl, domain_randomization, push_randomization)
     if episode_length is not None:
         if episode_length <= 0:
             raise ConfigError(f"episode_length must be a positive number of env steps, got {episode_length}")
@@ -148,7 +157,8 @@ def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: s
     return raw
 
 
-def _make_playground(name: str, prefix: str, task: str, impl: str) -> RawEnv:
+def _make_playground(name: str, prefix: str, task: str, impl: str, domain_randomization: bool = False,
+                     push_randomization: bool | None = None) -> RawEnv:
     if impl not in PLAYGROUND_IMPLS:
         raise ConfigError(f"unknown playground impl {impl!r}; valid: {', '.join(PLAYGROUND_IMPLS)}")
     names = _playground_names(prefix)
@@ -158,16 +168,87 @@ def _make_playground(name: str, prefix: str, task: str, impl: str) -> RawEnv:
         use_packaged_menagerie()
     suite = _playground_suite(prefix)
     cfg = suite.get_default_config(task)
+    if push_randomization is not None:
+        _switch_pushes(name, cfg, push_randomization)
     # AeroCubeRotateZAxis's config has no impl key: it takes none.
-    env = suite.load(task, config_overrides={"impl": impl} if "impl" in cfg else {})
+    env = suite.load(task, config=cfg, config_overrides={"impl": impl} if "impl" in cfg else {})
     episode_length = int(cfg.episode_length) * int(cfg.get("action_repeat", 1))
     # Playground's DM Control tasks end only on a NaN state (a finished episode is a time limit); the robots
     # terminate when they fall or fail.
-    return _from_state_api(name, env, episode_length, can_terminate=prefix != "dmc")
+    raw = _from_state_api(name, env, episode_length, can_terminate=prefix != "dmc")
+    if not domain_randomization:
+        return raw
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints a line when a task has none
+        randomizer = suite.get_domain_randomizer(task)
+    if randomizer is None:
+        raise ConfigError(f"{name} has no domain randomiser in Playground; leave domain_randomization off")
+    return _with_domain_randomization(raw, env, randomizer)
+
+
+def _switch_pushes(name: str, cfg, enable: bool) -> None:
+    """Playground's pushes on or off in a task's config; off also zeroes the push magnitude, as FastTD3 does."""
+    key = next((k for k in ("push_config", "pert_config") if k in cfg), None)
+    if key is None:
+        raise ConfigError(f"{name} has no random pushes in Playground (no push_config or pert_config); leave "
+                          "push_randomization None")
+    cfg[key].enable = enable
+    if not enable and "magnitude_range" in cfg[key]:
+        cfg[key].magnitude_range = [0.0, 0.0]
+
+
+def _with_domain_randomization(raw: RawEnv, env: Any, randomizer) -> RawEnv:
+    """``raw`` with Playground's domain randomiser applied per env: the raw state carries the model fields the
+    randomiser changes (a few KB per env), drawn from each reset's key, and reset and step simulate with them.
+
+    Playground's training wrapper draws them once per env for a whole run (a batched model closed over by the
+    program); drawing at every reset keeps them part of the env state, so auto-reset, vmapped seeds, checkpoints
+    and resume need nothing new, and every episode meets a new model."""
+    import jax
+
+    base = env.mjx_model
+    leaves, treedef = jax.tree.flatten(base, is_leaf=lambda x: x is None)
+    _, in_axes = randomizer(base, jax.random.split(jax.random.PRNGKey(0), 1))
+    changed = [i for i, axis in enumerate(jax.tree.leaves(in_axes, is_leaf=lambda x: x is None)) if axis == 0]
+
+    def draw(key):
+        randomized, _ = randomizer(base, key[None])
+        drawn = jax.tree.leaves(randomized, is_leaf=lambda x: x is None)
+        return tuple(drawn[i][0] for i in changed)
+
+    @contextlib.contextmanager
+    def simulating(fields):
+        model = list(leaves)
+        for i, value in zip(changed, fields, strict=True):
+            model[i] = value
+        original = env.unwrapped._mjx_model
+        env.unwrapped._mjx_model = treedef.unflatten(model)  # read while tracing, as Playground's wrapper does
+        try:
+            yield
+        finally:
+            env.unwrapped._mjx_model = original
+
+    def reset(key):
+        model_key, key = jax.random.split(key)
+        fields = draw(model_key)
+        with simulating(fields):
+            state, obs = raw.reset(key)
+        return (fields, state), obs
+
+    def step(state, action):
+        fields, inner = state
+        with simulating(fields):
+            inner, obs, reward, terminated = raw.step(inner, action)
+        return (fields, inner), obs, reward, terminated
+
+    def render(states, width, height):
+        return raw.render([inner for _, inner in states], width, height)
+
+    return dataclasses.replace(raw, reset=reset, step=step, render=render)
 
 
 def make(name: str, num_envs: int, *, action_repeat: int = 1, episode_length: int | None = None,
-         brax_backend: str = "generalized", playground_impl: str = "jax"):
+         brax_backend: str = "generalized", playground_impl: str = "jax", domain_randomization: bool = False,
+         push_randomization: bool | None = None):
     """A batch of ``num_envs`` auto-resetting envs with time-limit truncation and episode statistics.
 
     ``episode_length`` (env steps, counting action repeats) overrides the task's own time limit.
@@ -176,5 +257,6 @@ def make(name: str, num_envs: int, *, action_repeat: int = 1, episode_length: in
         raise ConfigError(f"num_envs must be a positive integer, got {num_envs}")
     if action_repeat <= 0:
         raise ConfigError(f"action_repeat must be a positive integer, got {action_repeat}")
-    raw = make_raw(name, brax_backend=brax_backend, playground_impl=playground_impl, episode_length=episode_length)
+    raw = make_raw(name, brax_backend=brax_backend, playground_impl=playground_impl, episode_length=episode_length,
+                   domain_randomization=domain_randomization, push_randomization=push_randomization)
     return VecEnv(raw, num_envs, action_repeat)

@@ -37,7 +37,7 @@ RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "metrics.csv", "che
 LOCK_FILE = "run.lock"
 SECTIONS = ("run", "loop", "agent_config")
 # Fields of a saved run that its checkpoint fixes: they shape the saved state or the program that produced it.
-RUN_FIXED = ("env", "seed", "seeds", "brax_backend", "playground_impl")
+RUN_FIXED = ("env", "seed", "seeds", "brax_backend", "playground_impl", "domain_randomization", "push_randomization")
 LOOP_CHANGEABLE = ("steps",)
 
 
@@ -72,6 +72,14 @@ class RunConfig:
     """physics pipeline of brax/ envs: generalized, positional, spring or mjx"""
     playground_impl: str = "jax"
     """MuJoCo implementation of dmc/ envs: jax (MJX) or warp"""
+    domain_randomization: bool = False
+    """locomotion/ and manipulation/ tasks: Playground's domain randomiser for the task (friction, masses, joint and
+    actuator parameters) on the training envs, drawn per env at every reset inside the program (Playground's own
+    wrapper draws once per env); evaluation envs stay nominal, as in FastTD3"""
+    push_randomization: bool | None = None
+    """locomotion/ tasks with random pushes (push_config: T1, G1, Berkeley Humanoid, Apollo; pert_config: Go1):
+    true / false switches them on training and evaluation envs; None keeps the task's own setting (Playground's
+    default: on for the humanoids, off for Go1; FastTD3 turns them off)"""
     compilation_cache: str | None = "~/.cache/jaxrl/xla"
     """persistent XLA compilation cache directory; None turns it off"""
     shard_members: bool = True

@@ -41,8 +41,11 @@ def make_envs(run: RunConfig, loop: LoopConfig):
     import envs
 
     kwargs = dict(action_repeat=loop.action_repeat, episode_length=loop.episode_length,
-                  brax_backend=run.brax_backend, playground_impl=run.playground_impl)
-    return envs.make(run.env, loop.num_envs, **kwargs), envs.make(run.env, loop.num_eval_envs, **kwargs)
+                  brax_backend=run.brax_backend, playground_impl=run.playground_impl,
+                  push_randomization=run.push_randomization)
+    # Domain randomisation trains robustness; the policy is evaluated on the nominal model (as FastTD3 does).
+    return (envs.make(run.env, loop.num_envs, domain_randomization=run.domain_randomization, **kwargs),
+            envs.make(run.env, loop.num_eval_envs, **kwargs))
 
 
 def has_checkpoint(run_dir: str) -> bool:

@@ -144,3 +144,18 @@ def test_the_menagerie_link_directory_is_built_once_and_reused(tmp_path):
     assert open(os.path.join(first, "unitree_go1", "scene.xml")).read() == "<mujoco/>"
     assert menagerie.link_directory(robots, str(tmp_path / "cache")) == first
     assert os.listdir(tmp_path / "cache") == [os.path.basename(first)]  # no staging copies left behind
+
+
+def test_a_brax_env_renders_its_states_and_a_toy_env_has_no_renderer():
+    """Brax's PipelineEnv draws pipeline states (Playground's own States are drawn in the dmc video test)."""
+    from envs.rendering import NO_GL, select_gl_backend
+
+    raw = envs.make_raw("brax/inverted_pendulum")
+    if select_gl_backend() is None:
+        pytest.skip(NO_GL)  # .ci/run installs the libraries, so CI always runs this test
+    state, _ = raw.reset(jax.random.PRNGKey(0))
+    states = [state, raw.step(state, jnp.ones(raw.action_size))[0]]
+    frames = raw.render(states, 64, 48)
+    assert len(frames) == 2 and frames[0].shape == (48, 64, 3) and frames[0].dtype == np.uint8
+    assert frames[0].std() > 1 and raw.control_dt == pytest.approx(0.04)
+    assert envs.make_raw("toy/Pendulum").render is None

@@ -47,6 +47,9 @@ def test_the_playground_configs_carry_each_tasks_official_values_and_their_targe
                                                                                              102_400_000)
     assert (leap.agent_cfg.n_step, leap.agent_cfg.use_cdq, leap.agent_cfg.gamma, leap.agent_cfg.v_max) == (
         3, False, 0.99, 50.0)
+    # FastTD3 switches the humanoids' pushes off and leaves Go1's (off) and domain randomisation (off) alone.
+    assert (t1.run.push_randomization, go1.run.push_randomization, leap.run.push_randomization) == (False, None, None)
+    assert not (t1.run.domain_randomization or go1.run.domain_randomization)
     # Flags (here a sweep's or --override's tables) still win over a task's own values.
     flagged = rundir.resolve(config="fasttd3_playground", env="locomotion/Go1Getup",
                              tables={"agent_config": {"std_min": 0.3}})
@@ -70,7 +73,13 @@ def test_a_task_table_with_an_unknown_field_fails_when_that_task_runs(tmp_path):
     with pytest.raises(ConfigError, match="actor_learning_rate"):
         rundir.resolve(config=str(path), env="toy/Pendulum")
     path.write_text('agent = "sac"\n[tasks."toy/Pendulum".run]\nseed = 3\n')
-    with pytest.raises(ConfigError, match="unknown table.*run"):
+    assert rundir.resolve(config=str(path), env="toy/Pendulum").run.seed == 3
+    assert rundir.resolve(config=str(path), env="toy/Bandit").run.seed == 0
+    path.write_text('agent = "sac"\n[tasks."toy/Pendulum".run]\nenv = "toy/Bandit"\n')
+    with pytest.raises(ConfigError, match="env cannot be set there"):
+        configs.load(str(path))
+    path.write_text('agent = "sac"\n[tasks."toy/Pendulum".logging]\nx = 1\n')
+    with pytest.raises(ConfigError, match="unknown table.*logging"):
         configs.load(str(path))
 
 

@@ -19,11 +19,15 @@ CFG = fasttd3.Config(actor_hidden_sizes=(16,), critic_hidden_sizes=(16,), batch_
 STEPS, UPDATES = 6, 2
 
 
+# Go1 trains with Playground's domain randomiser and its pushes (pert_config) switched on.
+RANDOMISED = {"locomotion/Go1JoystickFlatTerrain": dict(domain_randomization=True, push_randomization=True)}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("task", ["locomotion/T1JoystickFlatTerrain", "locomotion/G1JoystickFlatTerrain",
                                   "locomotion/Go1JoystickFlatTerrain", "manipulation/LeapCubeRotateZAxis"])
 def test_a_robot_trains_a_few_steps_with_the_critic_on_the_privileged_state(task):
-    env = envs.make(task, LOOP.num_envs)
+    env = envs.make(task, LOOP.num_envs, **RANDOMISED.get(task, {}))
     program = loop_lib.describe(fasttd3.AGENT, env, env, LOOP, CFG)
     assert (program.spec.actor_obs, program.spec.critic_obs) == ("state", "privileged_state")
     parts = dict(program.spec.obs_parts)
@@ -51,3 +55,32 @@ def test_a_robot_trains_a_few_steps_with_the_critic_on_the_privileged_state(task
         assert np.isfinite(metrics[name]), (name, metrics[name])
     before = jax.tree.leaves(jax.tree.map(lambda x: x[0], state.agent.critic_params))
     assert any(not np.array_equal(a, b) for a, b in zip(before, jax.tree.leaves(agent.critic_params), strict=True))
+    if task in RANDOMISED:  # each env simulates its own model fields (friction, masses, ...), drawn at reset
+        fields, _ = state.env.raw
+        drawn = [np.asarray(f[0]) for f in fields]
+        assert drawn and all(f.shape[0] == LOOP.num_envs for f in drawn)
+        assert any(not np.allclose(f[0], f[1]) for f in drawn)
+
+
+def test_pushes_switch_in_the_tasks_config_and_randomisation_is_refused_where_playground_has_none():
+    from envs.menagerie import use_packaged_menagerie
+    from envs.registry import _switch_pushes
+    from jaxrl import ConfigError
+
+    use_packaged_menagerie()
+    from mujoco_playground import locomotion, manipulation
+
+    t1 = locomotion.get_default_config("T1JoystickFlatTerrain")
+    assert t1.push_config.enable  # Playground's default for its humanoids
+    _switch_pushes("locomotion/T1JoystickFlatTerrain", t1, False)
+    assert not t1.push_config.enable and list(t1.push_config.magnitude_range) == [0.0, 0.0]  # as FastTD3 does
+    go1 = locomotion.get_default_config("Go1JoystickFlatTerrain")
+    assert not go1.pert_config.enable
+    _switch_pushes("locomotion/Go1JoystickFlatTerrain", go1, True)
+    assert go1.pert_config.enable
+    with pytest.raises(ConfigError, match="PandaPickCube has no random pushes"):
+        _switch_pushes("manipulation/PandaPickCube", manipulation.get_default_config("PandaPickCube"), True)
+    with pytest.raises(ConfigError, match="dmc/CartpoleBalance has neither"):
+        envs.make_raw("dmc/CartpoleBalance", domain_randomization=True)
+    with pytest.raises(ConfigError, match="PandaPickCube has no domain randomiser"):
+        envs.make_raw("manipulation/PandaPickCube", domain_randomization=True)

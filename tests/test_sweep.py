@@ -513,11 +513,15 @@ def test_two_processes_train_one_sharded_run_through_jax_distributed(tmp_path, r
     args = ["--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2", "--eval-every", "200",
             "--learning-starts", "200", "--buffer-size", "4000", "--sac.hidden-sizes", "16", "16",
             "--sac.batch-size", "32", "--seeds", "2", "--steps", "400", "--run-dir", run_dir]
-    env = {**os.environ, "PYTHONPATH": repo_root}
-    procs = [subprocess.Popen([sys.executable, "-c", MULTI_PROCESS, address, str(i), *args], env=env, cwd=repo_root,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for i in range(2)]
+    env = {**os.environ, "PYTHONPATH": repo_root, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    procs = [subprocess.Popen([sys.executable, "-c", MULTI_PROCESS, address, str(i), *args, "--wandb"], env=env,
+                              cwd=repo_root, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
     assert [p.returncode for p in procs] == [0, 0], [o[1][-2000:] for o in outs]
+    from tests.helpers import wandb_offline_runs
+
+    assert len(wandb_offline_runs(run_dir)) == 1  # process 0 alone logs to W&B
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert json.load(open(os.path.join(run_dir, "config.json")))["resolved"]["devices"] == 2
     # Each process trained one member; together they equal the same two seeds on one device.

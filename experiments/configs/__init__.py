@@ -3,10 +3,11 @@
 A file has the layout of a run directory's ``config.json``: ``agent = "name"`` and the tables ``[run]``,
 ``[loop]`` and ``[agent_config]``, each holding fields of ``RunConfig``, ``LoopConfig`` and the agent's
 ``Config``; an optional ``[reproduce]`` table (algorithm name in the targets table, tasks, seeds, max_return)
-is what ``jaxrl reproduce`` runs. Tables ``[tasks."<env>".loop]`` and ``[tasks."<env>".agent_config]`` hold
-one task's own values (FastTD3's per-task noise and supports): they apply on top of the file's when the run's env
-is that task. Precedence: the agent's defaults < the file < its task's tables < command-line flags. TOML because
-comments can say where each protocol value comes from (``tomllib`` is in the standard library).
+is what ``jaxrl reproduce`` runs. Tables ``[tasks."<env>".run]``, ``[tasks."<env>".loop]`` and
+``[tasks."<env>".agent_config]`` hold one task's own values (FastTD3's per-task noise and supports, its
+pushes; not the env, which is the task): they apply on top of the file's when the run's env is that task.
+Precedence: the agent's defaults < the file < its task's tables < command-line flags. TOML because comments can say
+where each protocol value comes from (``tomllib`` is in the standard library).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from jaxrl import ConfigError
 
 CONFIG_DIR = os.path.dirname(os.path.abspath(__file__))
 SECTIONS = ("run", "loop", "agent_config")
-TASK_SECTIONS = ("loop", "agent_config")  # what a task's own tables may set (its env is the task itself)
+TASK_SECTIONS = ("run", "loop", "agent_config")  # what a task's own tables may set (not its env: the task itself)
 
 
 def list_configs() -> list[str]:
@@ -57,6 +58,8 @@ def load(name: str) -> dict[str, Any]:
         if unknown:
             raise ConfigError(f"config {path} [tasks.\"{env}\"]: unknown table(s) {', '.join(sorted(unknown))}; "
                               f"valid: {', '.join(TASK_SECTIONS)}")
+        if "env" in tables.get("run", {}):
+            raise ConfigError(f"config {path} [tasks.\"{env}\".run]: env cannot be set there (it is the task)")
         tasks[env] = {section: dict(tables.get(section, {})) for section in TASK_SECTIONS}
     return {"agent": data.get("agent"), "description": data.get("description", ""),
             "reproduce": dict(data.get("reproduce", {})), "tasks": tasks,
