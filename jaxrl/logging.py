@@ -230,8 +230,9 @@ class WandbRun:
         # W&B's own id format (8 characters of [a-z0-9]); wandb.util no longer exposes its generator.
         run_id = saved["id"] if saved else "".join(secrets.choice(string.ascii_lowercase + string.digits)
                                                    for _ in range(8))
+        self.id_path, self.saved = id_path, saved or {"id": run_id, "project": project, "entity": entity}
         if saved is None:
-            write_json(id_path, {"id": run_id, "project": project, "entity": entity})
+            write_json(id_path, self.saved)
         try:
             self.run = wandb.init(project=saved["project"] if saved else project,
                                   entity=saved.get("entity") if saved else entity, group=group, tags=list(tags),
@@ -241,13 +242,17 @@ class WandbRun:
             raise ConfigError(f"--wandb: W&B did not start a run ({type(e).__name__}: {str(e).splitlines()[0]}); "
                               "run `wandb login`, or set WANDB_MODE=offline to log without an account") from None
         self.id = run_id
-        # Online, a resumed W&B run knows its last step; rows up to it are already there.
-        self.logged_through = (self.run.step - 1) if saved else -1
+        # The env step of the last row sent, kept beside the id (online and offline alike): a run killed after its
+        # checkpoint recomputes those rows on resume, bitwise the same, and they are not sent again.
+        self.logged_through = int(self.saved.get("logged_through", -1))
 
     def log(self, scalars: dict[str, float], env_step: int) -> None:
+        from jaxrl.files import write_json
+
         if env_step > self.logged_through:
             self.run.log(dict(scalars), step=env_step)
             self.logged_through = env_step
+            write_json(self.id_path, {**self.saved, "logged_through": env_step})
 
     def video(self, path: str, fps: float, env_step: int) -> None:
         import wandb

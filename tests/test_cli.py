@@ -243,3 +243,24 @@ def test_wandb_offline_run_holds_the_metrics_and_config_and_a_resume_continues_i
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert resumed["summary"]["final_eval_return"] == pytest.approx(summary["final_eval_return"])
     assert resumed["summary"]["env_steps"] == 600
+
+
+def test_a_resumed_wandb_run_skips_the_rows_it_sent_before_a_kill(tmp_path, monkeypatch):
+    """A run killed after its checkpoint recomputes the rows since then on resume: W&B gets each env step once."""
+    pytest.importorskip("wandb")
+    from jaxrl.logging import WandbRun
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    first = WandbRun(str(tmp_path), {"a": 1}, "p")
+    for step in (100, 200, 300):  # 300 came after the last checkpoint (200), then the process was killed
+        first.log({"eval/return": float(step)}, step)
+    first.run.finish()
+    resumed = WandbRun(str(tmp_path), {"a": 1}, "p")
+    for step in (300, 400):  # recomputed from the checkpoint at 200
+        resumed.log({"eval/return": float(step)}, step)
+    resumed.finish({"final_eval_return": 400.0})
+    runs = wandb_offline_runs(str(tmp_path))
+    assert [r["id"] for r in runs] == [first.id, first.id]
+    assert [[h["_step"] for h in r["history"]] for r in runs] == [[100, 200, 300], [400]]
+    assert runs[1]["summary"]["final_eval_return"] == 400.0 and runs[1]["config"]["a"] == 1
