@@ -489,13 +489,14 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
             progress.update(env_steps, logger.log(metrics))
             last_eval = np.atleast_1d(metrics["eval/return"])
             done = chunk + 1 == prepared.total_chunks
-            if videos is not None and videos.due(env_steps - chunk_steps, env_steps, done):
-                _record_video(videos, state, env_steps, logger, progress)
             if done or checkpoints.due(env_steps, chunk_steps) or stop.signum is not None:
                 checkpoints.save(env_steps, state)
                 logger.plot(f"{prepared.agent.name} on {run.env}")
             if stop.signum is not None and not done:
                 raise Interrupted(stop.signum, env_steps, run.run_dir)
+            # After the checkpoint: a video that fails (or a stop request) loses no training.
+            if videos is not None and videos.due(env_steps - chunk_steps, env_steps, done):
+                _record_video(videos, state, env_steps, logger, progress)
     finally:
         progress.close()
         logger.close()
