@@ -10,20 +10,21 @@ import time
 from typing import Any
 
 
-def episode_key(seed: int, env_step: int, episode: int = 0):
-    import jax
-
-    key = jax.random.fold_in(jax.random.PRNGKey(seed), env_step)
-    return key if episode == 0 else jax.random.fold_in(key, episode)
-
-
 def render_checkpoint(run_dir: str, out: str | None = None, step: int | None = None, episodes: int = 1,
                       member: int = 0, width: int | None = None, height: int | None = None) -> dict[str, Any]:
     """Write ``episodes`` deterministic episodes of member ``member`` at checkpoint ``step`` (default: the newest) as
     one MP4 (default ``RUN_DIR/videos/checkpoint_<step>.mp4``); returns what it wrote and what each part cost."""
     from experiments.export import restore_run
     from jaxrl import ConfigError
-    from jaxrl.video import check_can_record, frames_per_second, make_recorder, member_view, record, write_mp4
+    from jaxrl.video import (
+        check_can_record,
+        episode_key,
+        frames_per_second,
+        make_recorder,
+        member_view,
+        record,
+        write_mp4,
+    )
 
     if not isinstance(episodes, int) or episodes < 1:
         raise ConfigError(f"--episodes must be a positive integer, got {episodes!r}")

@@ -47,6 +47,13 @@ def check_can_record(raw_env, width: int, height: int) -> None:
     check_renderer(width, height)
 
 
+def episode_key(seed: int, env_step: int, episode: int = 0):
+    """The key of a video's episode ``episode`` at ``env_step``: training's video at a step is episode 0, so
+    ``jaxrl video`` renders exactly that episode again."""
+    key = jax.random.fold_in(jax.random.PRNGKey(seed), env_step)
+    return key if episode == 0 else jax.random.fold_in(key, episode)
+
+
 def frames_per_second(program) -> float:
     dt = program.eval_env.raw.control_dt or 0.02
     return 1.0 / (dt * program.eval_env.action_repeat)
@@ -152,8 +159,6 @@ class VideoSchedule:
     def record(self, state, env_step: int) -> dict[str, Any]:
         """Member 0's video at this env step, written to ``videos/env_step_<N>.mp4``; its key depends only on the
         seed and the step (a resumed run records the same episode)."""
-        from experiments.video import episode_key
-
         key = episode_key(self.seed, env_step)
         info = record(self.program, self.recorder, member_view(state), key, self.width, self.height)
         t0 = time.perf_counter()
