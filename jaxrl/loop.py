@@ -46,13 +46,14 @@ class LoopConfig:
     """Training-loop settings. Env steps count simulator steps (action repeats included)."""
 
     steps: int = 50_000
-    """total env steps to train for (rounded up to whole chunks of eval_every)"""
+    """total env steps to train for (rounded up to whole chunks of eval_every when it is longer than one)"""
     num_envs: int = 16
     """envs stepped together for training"""
     num_eval_envs: int = 10
     """envs (= episodes) per deterministic evaluation"""
     eval_every: int = 10_000
-    """env steps per chunk; one evaluation at the end of each (rounded up to whole update blocks)"""
+    """env steps per chunk; one evaluation at the end of each (rounded up to whole update blocks; a run shorter
+    than one chunk is one chunk of its steps)"""
     learning_starts: int | None = None
     """env steps collected before the first update; None: 5000, or a tenth of steps in runs shorter than 50k"""
     warmup: str = "uniform"
@@ -150,7 +151,9 @@ def check_loop_config(cfg: LoopConfig) -> None:
 def _schedule(cfg: LoopConfig, block_iters: int, block_updates: int) -> Schedule:
     env_steps_per_iter = cfg.num_envs * cfg.action_repeat
     block_env_steps = env_steps_per_iter * block_iters
-    return Schedule(env_steps_per_iter, block_iters, block_updates, max(1, -(-cfg.eval_every // block_env_steps)))
+    # min(): a run shorter than eval_every must not be stretched to a whole chunk (--steps 2000 once trained 10k).
+    chunk_env_steps = min(cfg.eval_every, cfg.steps)
+    return Schedule(env_steps_per_iter, block_iters, block_updates, max(1, -(-chunk_env_steps // block_env_steps)))
 
 
 def observation_roles(spec: EnvSpec, cfg: LoopConfig) -> EnvSpec:

@@ -66,14 +66,14 @@ def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
 
 
 # (total env steps, checkpoint every): the planner makes TD-MPC2's tiny run ~10x slower per step. The kill lands
-# mid-run, right after the first checkpoint.
-KILL_RUN = {"tdmpc2": (3000, 1000)}
+# mid-run, right after the first checkpoint, with two checkpoints' worth of steps still to run.
+KILL_RUN = {"tdmpc2": (1200, 400)}
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("agent", AGENTS)
 def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
-    steps, every = KILL_RUN.get(agent, (6000, 1000))
+    steps, every = KILL_RUN.get(agent, (3000, 1000))
     args = [*tiny(agent), "--steps", str(steps), "--checkpoint-every", str(every), "--seeds", "2"]
     full, killed = str(tmp_path / "full"), str(tmp_path / "killed")
     assert jaxrl("train", *args, "--run-dir", full).returncode == 0

@@ -47,6 +47,15 @@ def test_fractional_update_schedules():
     assert s.chunk_env_steps == 104  # rounded up to whole blocks of 2 iterations x 4 envs
 
 
+def test_a_run_shorter_than_eval_every_trains_its_own_steps_not_a_whole_chunk():
+    s = make_schedule(dataclasses.replace(CFG, steps=2000, num_envs=2, eval_every=10_000))
+    assert s.chunk_env_steps == 2000
+    s = make_schedule(dataclasses.replace(CFG, steps=2000, num_envs=4, updates_per_step=1 / 8, eval_every=10_000))
+    assert s.chunk_env_steps == 2000  # 250 blocks of 2 iterations x 4 envs
+    s = make_schedule(dataclasses.replace(CFG, steps=30_000, num_envs=2, eval_every=10_000))
+    assert s.chunk_env_steps == 10_000
+
+
 def test_counters_random_warmup_and_update_count(three_chunks):
     state, metrics = three_chunks
     assert [int(m["env_steps"]) for m in metrics] == [200, 400, 600]
