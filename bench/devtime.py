@@ -1,0 +1,85 @@
+"""Timing helpers shared by bench/massive.py and bench/throughput.py, for benchmarks that compile in parallel.
+
+``bench/gpu_suite.sh`` runs several benchmark processes at once so that their XLA compiles (most of a suite's
+time) overlap, while the accelerator runs one timed computation at a time:
+
+* ``compile_ahead((fn, args), ...)`` compiles functions ahead of time (``jax.jit(fn).trace(*args).lower()
+  .compile()``; the XLA compiles in parallel threads unless ``JAXRL_BENCH_SERIAL_COMPILE=1``) from shapes alone
+  (``jax.ShapeDtypeStruct`` leaves are fine): no device work that a timed run could feel, so it needs no lock
+  (XLA:GPU's autotuner does run candidate kernels while compiling).
+* ``device_lock()`` holds an exclusive ``flock`` on the file named by ``JAXRL_BENCH_LOCK`` around everything that
+  runs on the device (initial state, warm-up, timed calls); without that variable it does nothing.
+* ``out_of_time(seconds)``: whether ``seconds`` more would pass ``JAXRL_BENCH_DEADLINE`` (Unix time; unset: never).
+* ``emit(row, out)`` prints one JSON line and appends it to ``out`` (when given).
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+
+LOCK_ENV = "JAXRL_BENCH_LOCK"
+DEADLINE_ENV = "JAXRL_BENCH_DEADLINE"
+SERIAL_ENV = "JAXRL_BENCH_SERIAL_COMPILE"  # "1": one XLA compile at a time within a process
+
+
+def compile_ahead(*jobs):
+    """Compile functions ahead of time from argument shapes; ``jobs`` are ``(fn, args)`` or ``(fn, args,
+    donate_argnums)``. Traces and lowers them one after another (Python), then runs their XLA compiles in parallel
+    threads (XLA releases the GIL while it compiles). Returns [(compiled, [trace s, lower s, compile s]), ...]."""
+    import concurrent.futures
+
+    import jax
+
+    lowered, parts = [], []
+    for fn, args, *donate in jobs:
+        t0 = time.perf_counter()
+        traced = jax.jit(fn, donate_argnums=donate[0] if donate else ()).trace(*args)
+        t1 = time.perf_counter()
+        lowered.append(traced.lower())
+        parts.append([round(t1 - t0, 2), round(time.perf_counter() - t1, 2)])
+
+    def compile_one(k):
+        t0 = time.perf_counter()
+        compiled = lowered[k].compile()
+        return compiled, parts[k] + [round(time.perf_counter() - t0, 2)]
+
+    workers = 1 if os.environ.get(SERIAL_ENV) == "1" else len(jobs)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(compile_one, range(len(jobs))))
+
+
+@contextlib.contextmanager
+def device_lock():
+    """Exclusive use of the device among the processes sharing ``$JAXRL_BENCH_LOCK``; yields the seconds waited."""
+    path = os.environ.get(LOCK_ENV)
+    if not path:
+        yield 0.0
+        return
+    t0 = time.perf_counter()
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield time.perf_counter() - t0
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def seconds_left() -> float | None:
+    deadline = os.environ.get(DEADLINE_ENV)
+    return None if not deadline else float(deadline) - time.time()
+
+
+def out_of_time(seconds: float) -> bool:
+    left = seconds_left()
+    return left is not None and left < seconds
+
+
+def emit(row: dict, out: str | None) -> None:
+    line = json.dumps(row)
+    print(line, flush=True)
+    if out:
+        with open(out, "a") as f:
+            f.write(line + "\n")
