@@ -1,0 +1,60 @@
+"""What TD-MPC2 costs per update and per planned step, 3 seeds vmapped, as bench/defaults.py runs it.
+
+    python bench/tdmpc2_cost.py          # the widths bench/defaults.py used first, then its REDUCED ones
+
+Shapes of dmc/CartpoleBalance (5 observations, 1 action); the planned step is one MPPI decision for each of 3 seeds
+x 10 eval envs (bench/defaults.py's evaluation), the update one gradient step of world model and policy prior.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from agents import tdmpc2  # noqa: E402
+from bench.defaults import REDUCED  # noqa: E402
+from jaxrl.types import EnvSpec, WindowBatch  # noqa: E402
+
+SETTINGS = {
+    "widths 128, batch 256, 128 samples x 3 iterations": dict(latent_dim=128, hidden_dim=128, encoder_dim=128,
+                                                              num_samples=128, num_elites=16, num_pi_trajs=8,
+                                                              iterations=3),
+    "bench/defaults.py REDUCED": REDUCED["tdmpc2"],
+}
+SEEDS, EVAL_ENVS = 3, 10
+
+
+def ms_per_call(fn, *args, repeats=20) -> float:
+    jax.block_until_ready(fn(*args))  # compile
+    start = time.perf_counter()
+    for _ in range(repeats):
+        out = fn(*args)
+    jax.block_until_ready(out)
+    return (time.perf_counter() - start) / repeats * 1e3
+
+
+def main() -> None:
+    spec = EnvSpec(obs_size=5, action_size=1, decisions_per_episode=1000, can_terminate=False)
+    for name, fields in SETTINGS.items():
+        cfg = tdmpc2.Config(**fields)
+        states = jax.vmap(lambda k: tdmpc2.init(k, spec, cfg))(jax.random.split(jax.random.PRNGKey(0), SEEDS))
+        b, h = cfg.batch_size, cfg.horizon
+        batch = WindowBatch(obs=jnp.ones((SEEDS, b, h + 1, 5)), action=jnp.zeros((SEEDS, b, h, 1)),
+                            reward=jnp.zeros((SEEDS, b, h)), terminated=jnp.zeros((SEEDS, b, h), bool),
+                            truncated=jnp.zeros((SEEDS, b, h), bool), valid=jnp.ones((SEEDS, b), bool))
+        keys = jax.random.split(jax.random.PRNGKey(1), SEEDS)
+        update = jax.jit(jax.vmap(lambda s, x, k: tdmpc2.update(s, x, k, cfg)[0]))
+        plan = jax.jit(jax.vmap(lambda s, o, k, c: tdmpc2.act(s, o, k, cfg, True, c)))
+        obs, carry = jnp.ones((SEEDS, EVAL_ENVS, 5)), jnp.zeros((SEEDS, EVAL_ENVS, h, 1))
+        print(f"{name}: {ms_per_call(update, states, batch, keys):.1f} ms per update, "
+              f"{ms_per_call(plan, states, obs, keys, carry):.1f} ms per planned step of {SEEDS} x {EVAL_ENVS} envs",
+              flush=True)
+
+
+if __name__ == "__main__":
+    main()
