@@ -16,9 +16,9 @@ import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from agents import tdmpc2  # noqa: E402
-from bench.defaults import REDUCED  # noqa: E402
-from jaxrl.types import EnvSpec, WindowBatch  # noqa: E402
+from agents import tdmpc2
+from bench.defaults import REDUCED
+from jaxrl.types import EnvSpec, WindowBatch
 
 SETTINGS = {
     "widths 128, batch 256, 128 samples x 3 iterations": dict(latent_dim=128, hidden_dim=128, encoder_dim=128,
@@ -38,22 +38,25 @@ def ms_per_call(fn, *args, repeats=20) -> float:
     return (time.perf_counter() - start) / repeats * 1e3
 
 
-def main() -> None:
+def measure(name: str, cfg: tdmpc2.Config) -> None:
     spec = EnvSpec(obs_size=5, action_size=1, decisions_per_episode=1000, can_terminate=False)
+    states = jax.vmap(lambda k: tdmpc2.init(k, spec, cfg))(jax.random.split(jax.random.PRNGKey(0), SEEDS))
+    b, h = cfg.batch_size, cfg.horizon
+    batch = WindowBatch(obs=jnp.ones((SEEDS, b, h + 1, 5)), action=jnp.zeros((SEEDS, b, h, 1)),
+                        reward=jnp.zeros((SEEDS, b, h)), terminated=jnp.zeros((SEEDS, b, h), bool),
+                        truncated=jnp.zeros((SEEDS, b, h), bool), valid=jnp.ones((SEEDS, b), bool))
+    keys = jax.random.split(jax.random.PRNGKey(1), SEEDS)
+    update = jax.jit(jax.vmap(lambda s, x, k: tdmpc2.update(s, x, k, cfg)[0]))
+    plan = jax.jit(jax.vmap(lambda s, o, k, c: tdmpc2.act(s, o, k, cfg, True, c)))
+    obs, carry = jnp.ones((SEEDS, EVAL_ENVS, 5)), jnp.zeros((SEEDS, EVAL_ENVS, h, 1))
+    print(f"{name}: {ms_per_call(update, states, batch, keys):.1f} ms per update, "
+          f"{ms_per_call(plan, states, obs, keys, carry):.1f} ms per planned step of {SEEDS} x {EVAL_ENVS} envs",
+          flush=True)
+
+
+def main() -> None:
     for name, fields in SETTINGS.items():
-        cfg = tdmpc2.Config(**fields)
-        states = jax.vmap(lambda k: tdmpc2.init(k, spec, cfg))(jax.random.split(jax.random.PRNGKey(0), SEEDS))
-        b, h = cfg.batch_size, cfg.horizon
-        batch = WindowBatch(obs=jnp.ones((SEEDS, b, h + 1, 5)), action=jnp.zeros((SEEDS, b, h, 1)),
-                            reward=jnp.zeros((SEEDS, b, h)), terminated=jnp.zeros((SEEDS, b, h), bool),
-                            truncated=jnp.zeros((SEEDS, b, h), bool), valid=jnp.ones((SEEDS, b), bool))
-        keys = jax.random.split(jax.random.PRNGKey(1), SEEDS)
-        update = jax.jit(jax.vmap(lambda s, x, k: tdmpc2.update(s, x, k, cfg)[0]))
-        plan = jax.jit(jax.vmap(lambda s, o, k, c: tdmpc2.act(s, o, k, cfg, True, c)))
-        obs, carry = jnp.ones((SEEDS, EVAL_ENVS, 5)), jnp.zeros((SEEDS, EVAL_ENVS, h, 1))
-        print(f"{name}: {ms_per_call(update, states, batch, keys):.1f} ms per update, "
-              f"{ms_per_call(plan, states, obs, keys, carry):.1f} ms per planned step of {SEEDS} x {EVAL_ENVS} envs",
-              flush=True)
+        measure(name, tdmpc2.Config(**fields))
 
 
 if __name__ == "__main__":
