@@ -15,12 +15,12 @@ def repo_root():
 
 
 def pytest_collection_modifyitems(config, items):
-    """Slow tests first, the swing-up learning runs (the longest, 1-3 min each) before the CLI subprocess runs:
+    """Slow tests first, the learning runs (the longest, 1-5 min each) before the CLI subprocess runs:
     with two xdist workers the suite ends when its longest tests do, so they must not be the last ones handed
     out. The sort is stable and the same on every worker."""
     # The longest: a learning run, a robot's MJX step compiling, the CLI contract's default-width SAC, the dmc run
     # with videos (four processes and a render).
-    first = ("swings_up", "a_robot_trains", "cli_contract", "records_videos")
+    first = ("swings_up", "learns_to_balance", "balances_the", "a_robot_trains", "cli_contract", "records_videos")
     items.sort(key=lambda item: (item.get_closest_marker("slow") is None, not any(f in item.name for f in first)))
 
 
