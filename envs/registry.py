@@ -259,4 +259,8 @@ def make(name: str, num_envs: int, *, action_repeat: int = 1, episode_length: in
         raise ConfigError(f"action_repeat must be a positive integer, got {action_repeat}")
     raw = make_raw(name, brax_backend=brax_backend, playground_impl=playground_impl, episode_length=episode_length,
                    domain_randomization=domain_randomization, push_randomization=push_randomization)
+    if action_repeat > raw.episode_length:
+        raise ConfigError(f"action_repeat={action_repeat} is longer than {name}'s episodes ({raw.episode_length} env "
+                          "steps): every episode would end inside one agent decision; use an action_repeat <= the "
+                          "episode length")
     return VecEnv(raw, num_envs, action_repeat)

@@ -11,7 +11,9 @@ and ``jaxrl configs`` answer without importing JAX.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import io
 import os
 import sys
 from typing import Annotated
@@ -42,14 +44,50 @@ def _error(message: str, code: int = 2) -> int:
     return code
 
 
-def _failure(e: Exception, resume_hint: str = "") -> int:
-    """The exit code and one line of a run that did not finish: 2 bad input, 3 non-finite loss, 4 a write failed,
-    128 + N stopped by signal N (after its checkpoint)."""
+class UsageError(Exception):
+    """A malformed command line: one ``jaxrl: error:`` line, exit 2 (the full usage stays behind --help)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with exact flag names (no abbreviations: tyro takes none either) and usage errors as one line."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, allow_abbrev=False, **kwargs)
+
+    def error(self, message):
+        raise UsageError(f"{self.prog}: {message}; {self.prog} --help lists the flags")
+
+
+def _tyro_error(text: str, prog: str) -> str:
+    """One line from tyro's boxed usage error: its first section (which names the flag and the value) and, for a
+    bad value, the flag's expected form from the box's help section (``--steps INT``)."""
+    body, expected, section = [], None, 0
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line[0] in "╭╰":  # the box's title and bottom edges
+            continue
+        line = line.strip("│").strip()
+        if line and set(line) <= {"─"}:
+            section += 1
+        elif section == 0 and line:
+            body.append(line)
+        elif line.startswith("--") and expected is None:
+            expected = line
+    message = " ".join(body).replace("Error parsing ", "").replace("Unrecognized options:", "unrecognized flag(s):")
+    return (f"{prog}: {message or 'malformed command line'}" + (f" (expected {expected})" if expected else "")
+            + f"; {prog} --help lists the flags")
+
+
+def _failure(e: BaseException, resume_hint: str = "") -> int:
+    """The exit code and one line of a command that did not finish: 2 bad input (out of memory included), 3
+    non-finite loss, 4 a write failed, 128 + N stopped by signal N (after its checkpoint, or before anything was
+    written)."""
+    from experiments.signals import Stopped
     from experiments.train import Interrupted, NonFiniteError
     from jaxrl.files import WriteError
 
-    if isinstance(e, Interrupted):
-        print(f"jaxrl: {e}{resume_hint}", file=sys.stderr, flush=True)
+    if isinstance(e, (Interrupted, Stopped)):
+        print(f"jaxrl: {e}{resume_hint if isinstance(e, Interrupted) else ''}", file=sys.stderr, flush=True)
         return 128 + e.signum
     return _error(str(e), code=3 if isinstance(e, NonFiniteError) else 4 if isinstance(e, WriteError) else 2)
 
@@ -67,13 +105,13 @@ def _resolve_train(argv: list[str]):
     from experiments import rundir
     from jaxrl import ConfigError
 
-    pre = argparse.ArgumentParser(add_help=False)
+    pre = _Parser(prog="jaxrl train", add_help=False)
     pre.add_argument("--agent", default=None)
     pre.add_argument("--resume", default=None)
     pre.add_argument("--config", default=None)
     known, rest = pre.parse_known_args(argv)
     # --env picks the suite's loop defaults, which --help shows as defaults; tyro still parses it from ``rest``.
-    env_flag = argparse.ArgumentParser(prog="jaxrl train", add_help=False)
+    env_flag = _Parser(prog="jaxrl train", add_help=False)
     env_flag.add_argument("--env", default=None)
     env = env_flag.parse_known_args(rest)[0].env
     if known.resume and known.config:
@@ -95,43 +133,73 @@ def _train_flags(base, rest: list[str]):
         ("loop", Annotated[LoopConfig, tyro.conf.OmitArgPrefixes]),
         (name, Annotated[base.agent.Config, tyro.conf.arg(name=name)]),
     ])
-    args = tyro.cli(Args, args=rest, default=Args(base.run, base.loop, base.agent_cfg), prog="jaxrl train",
-                    description=f"Train {name}. Agent flags: --{name.replace('_', '-')}.*; --agent NAME picks another "
-                                "agent, --resume RUN_DIR continues a run (numeric agent fields and --steps may change "
-                                "there; fields the checkpoint fixes may not). Exit codes: 0 done (or already "
-                                "finished), 2 bad input, 3 non-finite loss, 4 a write failed (disk full or read-only), "
-                                "128+N stopped by signal N after a checkpoint. Without --config, a suite's loop "
-                                f"defaults apply under the agent's and the flags: {_suite_defaults_text()}; the "
-                                "defaults shown are those of --env's suite.")
+    captured = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(captured):
+            args = tyro.cli(Args, args=rest, default=Args(base.run, base.loop, base.agent_cfg), prog="jaxrl train",
+                            description=_train_description(name))
+    except SystemExit as e:
+        if e.code in (0, None):  # --help
+            raise
+        raise UsageError(_tyro_error(captured.getvalue(), "jaxrl train") + _other_agent_hint(rest, name)) from None
+    sys.stderr.write(captured.getvalue())
     return args.run, args.loop, getattr(args, name)
+
+
+def _other_agent_hint(flags: list[str], name: str) -> str:
+    """For ``--agent sac --td3.policy-noise 0.3``: which agent that flag belongs to."""
+    own = name.replace("_", "-")
+    for flag in flags:
+        prefix = flag[2:].partition(".")[0] if flag.startswith("--") and "." in flag else None
+        if prefix and prefix not in (own, name):
+            return (f" ({flag.partition('=')[0]} is a flag of agent {prefix.replace('-', '_')}; this run trains "
+                    f"{name}, whose flags are --{own}.*)")
+    return ""
+
+
+def _train_description(name: str) -> str:
+    return (f"Train {name}. Agent flags: --{name.replace('_', '-')}.*; --agent NAME picks another agent, --resume "
+            "RUN_DIR continues a run (numeric agent fields and --steps may change there; fields the checkpoint fixes "
+            "may not). Exit codes: 0 done (or already finished), 2 bad input (out of memory included), 3 non-finite "
+            "loss, 4 a write failed (disk full or read-only), 128+N stopped by signal N (SIGINT, SIGTERM, SIGHUP, "
+            "SIGQUIT, SIGUSR1, SIGUSR2: with a checkpoint, or before the run wrote anything). Without --config, a "
+            f"suite's loop defaults apply under the agent's and the flags: {_suite_defaults_text()}; the defaults "
+            "shown are those of --env's suite.")
 
 
 def _train(argv: list[str]) -> int:
     from experiments import rundir
+    from experiments.signals import REQUESTS, Stopped
     from experiments.train import Interrupted, NonFiniteError, train
     from jaxrl import ConfigError
     from jaxrl.files import WriteError
 
     try:
         known, rest, base = _resolve_train(argv)
-    except ConfigError as e:
-        return _error(str(e))
-    agent, name = base.agent, base.agent.name
-    run, loop, agent_cfg = _train_flags(base, rest)
-    created = None
-    try:
+        agent, name = base.agent, base.agent.name
+        run, loop, agent_cfg = _train_flags(base, rest)
+        REQUESTS.check()
+        if known.resume:
+            rundir.check_is_run(known.resume, "--resume")
         if known.resume and os.path.abspath(run.run_dir) != os.path.abspath(known.resume):
             raise ConfigError(f"--run-dir {run.run_dir} differs from --resume {known.resume}; a resumed run stays "
                               "in place")
         if known.resume and run.overwrite:
             raise ConfigError("--overwrite cannot be combined with --resume (it would delete the run to resume)")
+        if run.run_dir is not None:
+            rundir.check_path(run.run_dir, "--run-dir")
+    except (ConfigError, Stopped) as e:
+        return _failure(e)
+    # A directory this command creates is removed again if the run ends having written nothing into it.
+    created = None if run.run_dir is None or os.path.exists(run.run_dir) else run.run_dir
+    try:
         if run.run_dir is None:
             created = rundir.default_run_dir(name, run.env)
             run = dataclasses.replace(run, run_dir=created)
         summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members)
-    except (ConfigError, NonFiniteError, WriteError, Interrupted) as e:
-        if created and not os.listdir(created):
-            os.rmdir(created)  # the fresh default directory stays only if the run wrote something
+    except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
+        if created and os.path.isdir(created) and not os.listdir(created):
+            os.rmdir(created)
         return _failure(e)
     print(f"final eval return {summary['final_eval_return']:.2f} after {summary['env_steps']} env steps "
           f"({(summary.get('env_steps_per_s') or 0):.0f} env steps/s, compile {(summary.get('compile_s') or 0):.1f} s);"
@@ -140,12 +208,13 @@ def _train(argv: list[str]) -> int:
 
 
 def _sweep(argv: list[str]) -> int:
-    from experiments import launch, sweep
+    from experiments import launch, signals, sweep
+    from experiments.signals import Stopped
     from experiments.train import Interrupted, NonFiniteError
     from jaxrl import ConfigError
     from jaxrl.files import WriteError
 
-    parser = argparse.ArgumentParser(prog="jaxrl sweep", description=sweep.__doc__,
+    parser = _Parser(prog="jaxrl sweep", description=sweep.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("file", help="sweep file (TOML)")
     parser.add_argument("--out", default=None, help="output directory (default sweeps/<file name>); rerunning "
@@ -164,6 +233,10 @@ def _sweep(argv: list[str]) -> int:
             print(sweep.describe(sweep.load(args.file), out))
             return 0
         rows = sweep.run_sweep(args.file, out, args.launcher, options)
+    except Stopped as e:
+        print(f"jaxrl: {signals.name(e.signum)} stopped the sweep before its next program wrote anything; rerun it to "
+              "continue (finished members are reused)", file=sys.stderr, flush=True)
+        return 128 + e.signum
     except (ConfigError, NonFiniteError, WriteError, Interrupted) as e:
         return _failure(e, " (or rerun the sweep: finished members are reused)")
     print(f"{len(rows)} member(s); results in {os.path.join(out, 'results.csv')}")
@@ -171,10 +244,11 @@ def _sweep(argv: list[str]) -> int:
 
 
 def _export(argv: list[str]) -> int:
+    from experiments import rundir
     from experiments.export import export_member, export_onnx
     from jaxrl import ConfigError
 
-    parser = argparse.ArgumentParser(prog="jaxrl export", description="Write one member of a multi-member run "
+    parser = _Parser(prog="jaxrl export", description="Write one member of a multi-member run "
                                      "(sweep group or --seeds run) as a standalone, resumable run directory "
                                      "(--member K --out DIR), or a run's deterministic actor as an ONNX graph "
                                      "(--onnx F.onnx: obs [B, n] -> action [B, m], observation normalisation "
@@ -191,10 +265,11 @@ def _export(argv: list[str]) -> int:
         if (args.onnx is None) == (args.out is None):
             raise ConfigError("give one of --out DIR (a member as a run directory) or --onnx F.onnx (the actor)")
         if args.onnx is not None:
+            rundir.check_output_file(args.onnx, "--onnx")
             info = export_onnx(args.run_dir, args.onnx, args.member or 0, args.step)
-            print(f"{info['agent']} actor of {args.run_dir} at env step {info['env_steps']} written to "
-                  f"{info['path']}: obs [B, {info['obs_size']}] -> action [B, {info['action_size']}]; onnxruntime's "
-                  f"actions differ from the jitted policy's by at most {info['max_abs_diff']:.1e} on "
+            print(f"{info['agent']} actor of the run directory {args.run_dir} at env step {info['env_steps']} "
+                  f"written to {info['path']}: obs [B, {info['obs_size']}] -> action [B, {info['action_size']}]; "
+                  f"onnxruntime's actions differ from the jitted policy's by at most {info['max_abs_diff']:.1e} on "
                   f"{info['check_samples']} random observations")
             return 0
         if args.member is None:
@@ -202,7 +277,8 @@ def _export(argv: list[str]) -> int:
         out = export_member(args.run_dir, args.member, args.out)
     except ConfigError as e:
         return _error(str(e))
-    print(f"member {args.member} of {args.run_dir} written to {out} (jaxrl train --resume {out} continues it)")
+    print(f"member {args.member} of the run directory {args.run_dir} written to {out} (jaxrl train --resume {out} "
+          "continues it)")
     return 0
 
 
@@ -210,7 +286,7 @@ def _reproduce(argv: list[str]) -> int:
     from experiments import reproduce
     from jaxrl import ConfigError
 
-    parser = argparse.ArgumentParser(prog="jaxrl reproduce", description=reproduce.__doc__,
+    parser = _Parser(prog="jaxrl reproduce", description=reproduce.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("config", help="a named config with a [reproduce] table (jaxrl configs) or a .toml path")
     parser.add_argument("--tasks", nargs="+", default=None, help="env names (default: the config's tasks)")
@@ -241,7 +317,7 @@ def _video(argv: list[str]) -> int:
     from experiments.video import render_checkpoint
     from jaxrl import ConfigError
 
-    parser = argparse.ArgumentParser(prog="jaxrl video", description=doc,
+    parser = _Parser(prog="jaxrl video", description=doc,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run_dir")
     parser.add_argument("--step", type=int, default=None, help="the checkpoint's env step (default: the newest)")
@@ -264,10 +340,10 @@ def _video(argv: list[str]) -> int:
 
 
 def _plot(argv: list[str]) -> int:
-    from experiments import plot
+    from experiments import plot, rundir
     from jaxrl import ConfigError
 
-    parser = argparse.ArgumentParser(prog="jaxrl plot", description=plot.__doc__,
+    parser = _Parser(prog="jaxrl plot", description=plot.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("dirs", nargs="+", metavar="RUN_OR_SWEEP_DIR")
     parser.add_argument("--metric", default="eval/return", help="a logged column (default eval/return)")
@@ -276,9 +352,13 @@ def _plot(argv: list[str]) -> int:
     parser.add_argument("--out", default="plot.png", help="the PNG to write (default plot.png)")
     args = parser.parse_args(argv)
     try:
+        rundir.check_output_file(args.out, "--out")
         path, curves = plot.plot_runs(args.dirs, args.out, args.metric, args.by, args.x_axis)
     except ConfigError as e:
         return _error(str(e))
+    for directory in args.dirs:
+        what = {"run": "a run directory", "sweep": "a sweep's output directory"}.get(rundir.kind(directory), "?")
+        print(f"{directory}: {what}")
     for c in curves:
         if c.members:
             at = f"{int(c.x[-1]):,} env steps" if args.x_axis == "env_steps" else f"{c.x[-1]:.1f} s"
@@ -288,8 +368,41 @@ def _plot(argv: list[str]) -> int:
     return 0
 
 
-def main(argv: list[str] | None = None) -> int:
+# Commands that hold a run: a stop signal waits for a point where stopping loses nothing (experiments/signals.py).
+RUN_COMMANDS = ("train", "sweep", "reproduce")
+
+
+def main(argv: list[str] | None = None, keep_handlers: bool = False) -> int:
+    """``jaxrl ...``: the exit code. Stop signals are handled from the first line on (experiments/signals.py);
+    usage errors, bad input and stops are one line each."""
+    from experiments.signals import REQUESTS, Stopped
+
     argv = list(sys.argv[1:] if argv is None else argv)
+    with REQUESTS.listening(immediate=not argv or argv[0] not in RUN_COMMANDS, restore=not keep_handlers):
+        unraisable = sys.unraisablehook
+        sys.unraisablehook = _quiet_stops(unraisable)
+        try:
+            return _dispatch(argv)
+        except Stopped as e:
+            return _failure(e)
+        except UsageError as e:
+            return _error(str(e))
+        finally:
+            sys.unraisablehook = unraisable
+
+
+def _quiet_stops(hook):
+    """A stop raised where Python cannot propagate it (a garbage-collection callback, a finaliser) is printed as
+    "Exception ignored" with a traceback by default; it was recorded already, so say nothing."""
+    def quiet(unraisable):
+        from experiments.signals import Stopped
+
+        if not isinstance(unraisable.exc_value, Stopped):
+            hook(unraisable)
+    return quiet
+
+
+def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
         print(USAGE)
         return 0 if argv else 2
@@ -325,5 +438,10 @@ def main(argv: list[str] | None = None) -> int:
                   "envs, agents, configs")
 
 
+def entry() -> int:
+    """The ``jaxrl`` console script: ``main`` keeping its signal handlers until the process ends."""
+    return main(keep_handlers=True)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(entry())

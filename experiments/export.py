@@ -79,7 +79,8 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
     if rundir.run_files(out_dir):
         raise ConfigError(f"--out {out_dir} already holds a run ({', '.join(rundir.run_files(out_dir))}); choose a "
                           "new directory")
-    rundir.check_location(out_dir)
+    rundir.check_path(out_dir, "--out")
+    rundir.check_location(out_dir, "--out")
     restored = restore_run(run_dir)
     agent, loop, state, step = restored.agent, restored.loop, restored.state, restored.step
     seed, cfg = restored.members[member]

@@ -123,10 +123,13 @@ def _sweep_members(out_dir: str, metric: str, x_axis: str) -> list[Member]:
 
 def load_members(path: str, metric: str = "eval/return", x_axis: str = "env_steps") -> list[Member]:
     """Every member of a run directory or a sweep output directory, with its (x, metric) points."""
+    from experiments import rundir
     from experiments.sweep import PLAN_FILE
 
     if x_axis not in X_AXES:
         raise ConfigError(f"--x {x_axis!r} is not one of: {', '.join(X_AXES)}")
+    if rundir.kind(path) == "both":
+        rundir.check_is_run(path, "directory")  # one line naming both kinds of files
     if os.path.exists(os.path.join(path, PLAN_FILE)):
         return _sweep_members(path, metric, x_axis)
     if os.path.exists(os.path.join(path, "config.json")):

@@ -35,6 +35,8 @@ from jaxrl import ConfigError
 RUN_FILES = ("config.json", "summary.json", "metrics.jsonl", "metrics.csv", "checkpoints", "tensorboard",
              "learning_curve.png", "damaged_checkpoints", "videos", "wandb", "wandb_run.json")
 LOCK_FILE = "run.lock"
+# What a sweep's output directory holds (experiments/sweep.py): a run never goes into one, nor a sweep into a run.
+SWEEP_FILES = ("plan.json", "results.csv", "members", "groups")
 SECTIONS = ("run", "loop", "agent_config")
 # Fields of a saved run that its checkpoint fixes: they shape the saved state or the program that produced it.
 RUN_FIXED = ("env", "seed", "seeds", "brax_backend", "playground_impl", "domain_randomization", "push_randomization")
@@ -135,23 +137,104 @@ def default_run_dir(agent_name: str, env: str, parent: str = "runs") -> str:
             continue
 
 
+def sweep_files(path: str) -> list[str]:
+    """The sweep outputs present in ``path`` (empty for anything else)."""
+    return [name for name in SWEEP_FILES if os.path.lexists(os.path.join(path, name))]
+
+
+def kind(path: str) -> str:
+    """What a directory holds: "run", "sweep", "both" (damaged by an older jaxrl that allowed mixing them), or
+    "nothing"."""
+    is_run, is_sweep = bool(run_files(path)), os.path.exists(os.path.join(path, "plan.json"))
+    return "both" if is_run and is_sweep else "run" if is_run else "sweep" if is_sweep else "nothing"
+
+
+def sweep_not_run(path: str, flag: str) -> ConfigError:
+    return ConfigError(f"{flag} {path} is a sweep's output directory (plan.json), not a run directory; its programs "
+                       f"are the runs under {os.path.join(path, 'groups')}/ (jaxrl export "
+                       f"{os.path.join(path, 'groups', '<program>')} --member K --out DIR takes one member out)")
+
+
+def check_is_run(path: str, flag: str) -> None:
+    """``path`` is a run directory (not a sweep's output directory, not both)."""
+    found = kind(path)
+    if found == "sweep":
+        raise sweep_not_run(path, flag)
+    if found == "both":
+        raise ConfigError(f"{flag} {path} holds both a run ({', '.join(run_files(path))}) and a sweep's outputs "
+                          f"({', '.join(sweep_files(path))}); move one of them to its own directory")
+
+
 def check_new(run_dir: str, overwrite: bool) -> None:
-    """A new run may start in ``run_dir``: refuse one that holds a run unless ``overwrite``."""
+    """A new run may start in ``run_dir``: refuse a sweep's output directory always, and one that holds a run
+    unless ``overwrite``."""
+    check_path(run_dir, "--run-dir")
     check_location(run_dir)
+    if sweep_files(run_dir):
+        raise ConfigError(f"run directory {run_dir} holds a sweep's outputs ({', '.join(sweep_files(run_dir))}); a "
+                          "run never goes into a sweep's directory (not even with --overwrite): choose another "
+                          "--run-dir")
     present = run_files(run_dir)
     if present and not overwrite:
         raise ConfigError(f"run directory {run_dir} already holds a run ({', '.join(present)}); continue it with "
                           f"--resume {run_dir}, choose a new --run-dir, or pass --overwrite to replace it")
 
 
-def check_location(run_dir: str) -> None:
+def check_path(path: str, flag: str) -> None:
+    """A path the command will create: not empty, each name within the file system's limit, the whole path too."""
+    if not path or not path.strip():
+        raise ConfigError(f"{flag} {path!r} is empty; give a directory or file name")
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    try:
+        name_max, path_max = os.pathconf(existing, "PC_NAME_MAX"), os.pathconf(existing, "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096
+    for name in path.split(os.sep):
+        if len(os.fsencode(name)) > name_max:
+            raise ConfigError(f"{flag}: the name {name[:24]}... is {len(os.fsencode(name))} bytes long; this file "
+                              f"system allows {name_max} per name")
+    if len(os.fsencode(os.path.abspath(path))) >= path_max:
+        raise ConfigError(f"{flag}: the path is {len(os.fsencode(os.path.abspath(path)))} bytes long; this file "
+                          f"system allows {path_max - 1}")
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """A file the command will write (``--onnx``, ``plot --out``, ``video --out``): a valid name whose directory
+    exists or can be created, and is writable; not a directory."""
+    check_path(path, flag)
+    if os.path.isdir(path):
+        raise ConfigError(f"{flag} {path} is a directory; give a file name")
+    existing = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing) or not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{flag} {path} cannot be written ({existing} is not a writable directory)")
+    if os.path.exists(path) and not os.access(path, os.W_OK):
+        raise ConfigError(f"{flag} {path} cannot be written (the file is read-only)")
+
+
+def check_location(run_dir: str, flag: str = "--run-dir") -> None:
+    """``run_dir`` can be created (or is a directory) and written."""
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
-        raise ConfigError(f"run directory {run_dir} is a file, not a directory; choose another --run-dir")
+        raise ConfigError(f"{flag} {run_dir} is a file, not a directory; choose another {flag}")
     existing = run_dir
     while not os.path.exists(existing):
         existing = os.path.dirname(os.path.abspath(existing))
+    if not os.path.isdir(existing):
+        raise ConfigError(f"{flag} {run_dir} cannot be created ({existing} is a file)")
     if not os.access(existing, os.W_OK | os.X_OK):
-        raise ConfigError(f"run directory {run_dir} cannot be created or written ({existing} is not writable)")
+        raise ConfigError(f"{flag} {run_dir} cannot be created or written ({existing} is not writable)")
+
+
+def check_writable(run_dir: str) -> None:
+    """A resumed run writes its checkpoints and metrics where it is: refuse a read-only or unwritable one now."""
+    for path in (run_dir, os.path.join(run_dir, "checkpoints")):
+        if os.path.isdir(path) and not os.access(path, os.W_OK | os.X_OK):
+            raise ConfigError(f"run directory {run_dir} cannot be written ({path} is read-only or not writable "
+                              "here); resuming writes checkpoints and metrics there: make it writable, or copy the "
+                              "run to a writable place and resume the copy")
 
 
 def check_disk(run_dir: str, needed: int, what: str) -> None:
@@ -233,12 +316,14 @@ def _read_owner(fd: int) -> dict[str, Any] | None:
         data = os.pread(fd, 4096, 0)
         return json.loads(data) if data.strip() else None
     except (OSError, ValueError):
-        return {"pid": "?", "host": "?"}
+        return {"unreadable": True}
 
 
 def _describe(owner: dict[str, Any] | None) -> str:
     if not owner:
         return "another process"
+    if "pid" not in owner or "host" not in owner:
+        return "another process (its run.lock names none: written by an older version, or torn)"
     return f"pid {owner.get('pid')} on host {owner.get('host')}" + (f" (since {owner['since']})"
                                                                    if owner.get("since") else "")
 
@@ -268,6 +353,7 @@ def load_saved(run_dir: str) -> dict[str, Any]:
     path = os.path.join(run_dir, "config.json")
     if os.path.exists(run_dir) and not os.path.isdir(run_dir):
         raise ConfigError(f"{run_dir!r} is a file, not a run directory")
+    check_is_run(run_dir, "run directory")
     if not os.path.exists(path):
         raise ConfigError(f"{run_dir!r} is not a jaxrl run directory: no config.json there")
     try:
@@ -317,6 +403,13 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
         source = configs.for_task(source, task)
     if saved is not None and agent_name and agent_name != saved.get("agent"):
         raise ConfigError(f"--agent {agent_name} does not match the resumed run's agent {saved.get('agent')!r}")
+    if saved is None and config is not None and agent_name and agent_name != source.get("agent"):
+        if ":" not in agent_name:  # a built-in agent under another agent's protocol: its settings were never meant
+            raise ConfigError(f"--agent {agent_name} differs from config {config}'s agent {source.get('agent')!r}; "
+                              f"drop --agent (the config names its agent), or choose a config of {agent_name} "
+                              "(jaxrl configs lists them)")
+        note(f"plug-in agent {agent_name} trains under config {config}'s protocol (written for "
+             f"{source.get('agent')!r}): its [loop] and [agent_config] tables apply, --agent wins")
     agent = get_agent(agent_name or (source or {}).get("agent") or "sac")
     where = where or (f"{run_dir}/config.json" if saved is not None else f"config {config}" if config else "config")
     for section in SECTIONS:

@@ -261,6 +261,16 @@ def _envs_and_seeds(data: dict[str, Any], base: dict[str, dict]) -> tuple[list[s
 def _swept_fields(data: dict[str, Any], agent):
     """(grid, random specs, samples): the [grid] lists and the [random] table, checked. The members' points are the
     grid's product times ``samples`` draws of the random specs (seeded by sweep_seed)."""
+    spellings: dict[str, str] = {}  # canonical name -> how the file first spelled it
+    for table in ("grid", "random"):
+        for name in data.get(table, {}):
+            if table == "random" and name == "samples":
+                continue
+            canonical = _canonical(name)
+            if canonical in spellings:
+                raise ConfigError(f"sweep field {canonical!r} is named twice: {spellings[canonical]!r} and "
+                                  f"[{table}] {name!r}; keep one of them")
+            spellings[canonical] = f"[{table}] {name}"
     grid = {_canonical(name): values for name, values in data.get("grid", {}).items()}
     for name, values in grid.items():
         _check_field(agent, name)
@@ -539,10 +549,22 @@ def collect(out_dir: str) -> list[dict[str, Any]]:
     return rows
 
 
+def check_out(out_dir: str) -> None:
+    """A sweep's ``--out`` is a directory of its own: never a run directory (nor one holding a run's files)."""
+    from experiments import rundir
+
+    rundir.check_path(out_dir, "--out")
+    rundir.check_location(out_dir, "--out")
+    if rundir.run_files(out_dir):
+        raise ConfigError(f"--out {out_dir} holds a training run ({', '.join(rundir.run_files(out_dir))}), not a "
+                          "sweep's outputs; a sweep never writes into a run directory: choose another --out")
+
+
 def run_sweep(sweep_file: str, out_dir: str, launcher: str = "local", launcher_options: dict | None = None,
               quiet: bool = False) -> list[dict[str, Any]]:
     """Plan (reusing finished members), write ``OUT/plan.json``, run the programs with ``launcher``, and write
     ``OUT/results.csv``; returns its rows."""
+    check_out(out_dir)
     sweep = load(sweep_file)
     groups = plan(sweep, out_dir)
     write_plan(sweep_file, sweep, groups, out_dir)

@@ -9,13 +9,11 @@ import dataclasses
 import json
 import math
 import os
-import signal
 import sys
-import threading
 import time
 from typing import Any, NamedTuple
 
-from experiments import rundir
+from experiments import rundir, signals
 from experiments.rundir import RunConfig, config_to_dict
 from jaxrl import ConfigError, checks
 from jaxrl.loop import LoopConfig
@@ -97,50 +95,24 @@ class Interrupted(RuntimeError):
 
     def __init__(self, signum: int, env_steps: int, run_dir: str):
         self.signum = signum
-        name = signal.Signals(signum).name
-        super().__init__(f"stopped by {name} at env step {env_steps} with a checkpoint of the whole state; "
-                         f"continue with: jaxrl train --resume {run_dir}")
+        super().__init__(f"stopped by {signals.name(signum)} at env step {env_steps} with a checkpoint of the whole "
+                         f"state; continue with: jaxrl train --resume {run_dir}")
 
 
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGUSR2") if hasattr(signal, name))
+class OutOfMemory(ConfigError):
+    """XLA could not allocate the program's memory (``RESOURCE_EXHAUSTED``): bad input, one line, exit 2."""
 
 
-class _StopRequests:
-    """SIGINT / SIGTERM / SIGUSR2 (SLURM's and submitit's warning before a time limit or preemption) only ask the
-    loop to stop: it finishes the chunk, writes a checkpoint, and then stops. Further signals while that happens
-    are noted and wait for it. Handlers can only be installed from the main thread; elsewhere, none are."""
+OOM_ADVICE = "lower buffer_size, num_envs, num_eval_envs, seeds (or swept members) or the batch size"
 
-    def __init__(self):
-        self.signum: int | None = None  # the first one: it names the stop
-        self.received: list[int] = []
-        self.previous: dict[int, Any] = {}
 
-    def __enter__(self):
-        if threading.current_thread() is threading.main_thread():
-            for signum in STOP_SIGNALS:
-                self.previous[signum] = signal.signal(signum, self._handle)
-        return self
-
-    def _handle(self, signum, frame):
-        first = self.signum is None
-        self.signum = self.signum or signum
-        if signum not in self.received:
-            self.received.append(signum)
-        what = "stopping after this chunk's checkpoint" if first else "already stopping; waiting for the checkpoint"
-        os.write(2, f"jaxrl: {signal.Signals(signum).name} received: {what}\n".encode())
-
-    def __exit__(self, *exc):
-        for signum, handler in self.previous.items():
-            signal.signal(signum, handler)
-
-    def forward(self) -> None:
-        """After the checkpoint: hand every signal received to the handler that was there before, so a launcher's
-        own preemption logic runs too (SLURM preempts with SIGTERM, which submitit only logs, then SIGUSR2, on
-        which submitit requeues the job and exits)."""
-        for signum in self.received:
-            handler = self.previous.get(signum)
-            if callable(handler) and handler not in (signal.default_int_handler,):
-                handler(signum, None)
+def out_of_memory(error: BaseException) -> OutOfMemory | None:
+    """The one-line error for XLA's out-of-memory (at compile or run time), or None for any other error."""
+    text = str(error)
+    if "RESOURCE_EXHAUSTED" not in text:
+        return None
+    detail = text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip().splitlines()[0][:160] if text.strip() else ""
+    return OutOfMemory(f"out of memory ({detail}); {OOM_ADVICE}")
 
 
 def _members(run: RunConfig, agent_cfg, members):
@@ -151,7 +123,8 @@ def _members(run: RunConfig, agent_cfg, members):
 
 def _check_memory(eval_env, seeds: int, key_fn) -> int:
     """Bytes of the whole training state plus the evaluation envs, against the device's memory; returns the
-    state's bytes (what one checkpoint writes)."""
+    state's bytes (what one checkpoint writes). Cheap (shapes only), so a grossly oversized run is refused before
+    its program is compiled; ``_check_program_memory`` then checks the compiled program's true figure."""
     import jax
 
     from jaxrl import buffer as buffer_lib
@@ -168,8 +141,27 @@ def _check_memory(eval_env, seeds: int, key_fn) -> int:
     return state_bytes(abstract)
 
 
+def _check_program_memory(compiled, available: int | None = None) -> None:
+    """The compiled chunk's peak per device (XLA's memory analysis: the state it takes and returns, donated, plus
+    the working memory of the updates and of the evaluation's envs and activations) against what the device has:
+    an out-of-memory becomes one line before any file is written, not a ``RESOURCE_EXHAUSTED`` traceback later."""
+    from jaxrl import buffer as buffer_lib
+
+    stats = compiled.memory_analysis()
+    if stats is None:  # a backend without memory analysis: the runtime check (out_of_memory) still applies
+        return
+    state = stats.argument_size_in_bytes
+    working = stats.temp_size_in_bytes + max(0, stats.output_size_in_bytes - stats.alias_size_in_bytes)
+    available = buffer_lib.available_bytes() if available is None else available
+    if state + working > available:
+        raise OutOfMemory(f"the compiled training program needs {(state + working) / 2**30:.2f} GiB per device "
+                          f"(training state {state / 2**30:.2f} GiB, working memory of a chunk's updates and "
+                          f"evaluation {working / 2**30:.2f} GiB) but only {available / 2**30:.2f} GiB is available; "
+                          f"{OOM_ADVICE}")
+
+
 class _Prepared(NamedTuple):
-    """A run checked and ready to train: everything ``_train_locked`` needs."""
+    """A run checked, compiled and ready to train: everything ``_train_locked`` needs."""
 
     agent: Any
     run: RunConfig
@@ -183,6 +175,8 @@ class _Prepared(NamedTuple):
     mesh: Any
     total_chunks: int
     primary: bool  # process 0 writes the files (multi-host runs)
+    run_chunk: Any = None  # the compiled chunk (None for a resumed run that has done its steps)
+    compile_s: float = 0.0
 
     @property
     def target_steps(self) -> int:
@@ -192,29 +186,46 @@ class _Prepared(NamedTuple):
         return self.trainer.init_members([seed for seed, _ in self.members], [cfg for _, cfg in self.members],
                                          self.mesh)
 
+    def abstract_state(self):
+        """The state's shapes, dtypes and (with a mesh) shardings, computing nothing."""
+        import jax
+
+        from jaxrl import sharding as sharding_lib
+
+        abstract = jax.eval_shape(self.init)
+        if self.mesh is None:
+            return abstract
+        shardings = sharding_lib.state_shardings(abstract, self.mesh)
+        return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
+
 
 def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = False, quiet: bool = False,
           members: list[tuple[int, Any]] | None = None):
     """Train and write the run directory; returns (summary dict, final state). Raises ConfigError on bad input
-    (before anything is written), NonFiniteError, WriteError (disk full / read-only), Interrupted (a signal).
+    (before anything is written; ``OutOfMemory`` too), NonFiniteError, WriteError (disk full / read-only),
+    ``signals.Stopped`` (a stop signal before the run wrote anything), Interrupted (a stop signal later: after a
+    checkpoint).
 
     ``members``: (seed, agent config) per member of one vmapped program (a sweep group); every config must share
     ``agent_cfg``'s static fields. Default: ``run.seeds`` members with seeds ``run.seed + k`` and ``agent_cfg``.
     ``resume``: continue ``run.run_dir`` from its newest intact checkpoint; fields of the request that differ
     from its ``config.json`` follow ``rundir.resume_request``.
     """
-    prepared = _prepare(agent, run, loop, agent_cfg, resume, members)
-    lock = rundir.RunLock(prepared.run.run_dir).acquire() if prepared.primary else None
-    try:
-        return _train_locked(prepared, quiet)
-    finally:
-        if lock is not None:
-            lock.release()
+    with signals.REQUESTS.listening() as stop:
+        prepared = _prepare(agent, run, loop, agent_cfg, resume, members)
+        stop.check()  # the last moment at which a stop leaves nothing behind
+        lock = rundir.RunLock(prepared.run.run_dir).acquire() if prepared.primary else None
+        try:
+            with stop.run_holds_its_directory():
+                return _train_locked(prepared, quiet, stop)
+        finally:
+            if lock is not None:
+                lock.release()
 
 
 def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, members) -> _Prepared:
     """Every check that can fail before a file is written (configs, run directory, memory, disk), then the
-    program (traced, not compiled yet)."""
+    program, compiled (its memory checked against the device's)."""
     from jaxrl import buffer as buffer_lib
     from jaxrl.loop import learning_starts
 
@@ -232,6 +243,7 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
         saved = rundir.load_saved(run_dir)
         request = rundir.resume_request(agent, saved, run, loop, agent_cfg)
         _check_resumed_members(agent, saved, run_dir, members, custom_members, request)
+        rundir.check_writable(run_dir)
     else:
         rundir.check_new(run_dir, run.overwrite)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
@@ -240,6 +252,7 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
         from jaxrl.video import check_can_record
 
         check_can_record(eval_env.raw, run.video_width, run.video_height)
+    signals.REQUESTS.check()
 
     import jax
 
@@ -254,14 +267,27 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     prepared = _Prepared(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,
                          max(1, math.ceil(loop.steps / trainer.schedule.chunk_env_steps)), jax.process_index() == 0)
     ckpt_bytes = _check_memory(eval_env, run.seeds, lambda: prepared._replace(mesh=None).init())
-    if resume:
-        _check_resume(prepared, trainer.program.spec)  # with the observation parts the networks read
+    done = _check_resume(prepared, trainer.program.spec) if resume else None  # with the parts the networks read
     rundir.check_disk(run_dir, ckpt_bytes, "one checkpoint of this run's state")
+    if done is not None and done >= prepared.target_steps:
+        return prepared  # finished: nothing to compile
+    signals.REQUESTS.check()
+    # Compiled before any file is written: an out-of-memory (or a stop signal meanwhile) leaves nothing behind.
+    t0 = time.perf_counter()
+    try:
+        run_chunk = trainer.run_chunk.lower(prepared.abstract_state()).compile()
+    except jax.errors.JaxRuntimeError as e:
+        if out_of_memory(e) is None:
+            raise
+        raise out_of_memory(e) from None
+    prepared = prepared._replace(run_chunk=run_chunk, compile_s=time.perf_counter() - t0)
+    _check_program_memory(run_chunk)
     return prepared
 
 
-def _check_resume(prepared: _Prepared, spec) -> None:
-    """The requested changes apply to this run, and its checkpoints allow continuing to the requested steps."""
+def _check_resume(prepared: _Prepared, spec) -> int:
+    """The requested changes apply to this run, and its checkpoints allow continuing to the requested steps;
+    returns the newest checkpoint's env step."""
     from jaxrl import checkpoint
 
     run_dir, request, loop = prepared.run.run_dir, prepared.request, prepared.loop
@@ -276,6 +302,7 @@ def _check_resume(prepared: _Prepared, spec) -> None:
     if loop.steps < done:
         raise ConfigError(f"--steps {loop.steps} is fewer than the {done} env steps {run_dir} has done; pass "
                           f"--steps >= {done} (larger continues the run)")
+    return done
 
 
 def _check_resumed_members(agent, saved, run_dir, members, custom_members, request) -> None:
@@ -290,9 +317,35 @@ def _check_resumed_members(agent, saved, run_dir, members, custom_members, reque
                           "trained; a sweep must rerun it into a new directory")
 
 
-def _train_locked(prepared: _Prepared, quiet: bool):
+def _train_locked(prepared: _Prepared, quiet: bool, stop: signals.StopRequests):
     """The run under its lock: start or restore the state, write config.json, train chunk by chunk, write
-    summary.json. Returns (summary, state)."""
+    summary.json. Returns (summary, state). XLA's out-of-memory becomes ``OutOfMemory`` with the run directory as
+    the command found it (``_undo_after_out_of_memory``)."""
+    import jax
+
+    try:
+        return _train_from_state(prepared, quiet, stop)
+    except jax.errors.JaxRuntimeError as e:
+        oom = out_of_memory(e)
+        if oom is None:
+            raise
+        _undo_after_out_of_memory(prepared)
+        raise oom from None
+
+
+def _undo_after_out_of_memory(prepared: _Prepared) -> None:
+    """A new run that had trained nothing leaves no files; a resumed one gets its config.json back (the resume's
+    changes were not applied). Checkpoints of chunks that did train are kept."""
+    if not prepared.primary:
+        return
+    run_dir = prepared.run.run_dir
+    if prepared.saved is not None:
+        _write_or_fail(os.path.join(run_dir, "config.json"), prepared.saved)
+    elif not os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
+        rundir.remove_run_files(run_dir)
+
+
+def _train_from_state(prepared: _Prepared, quiet: bool, stop: signals.StopRequests):
     import jax
 
     t_start = time.perf_counter()
@@ -300,20 +353,20 @@ def _train_locked(prepared: _Prepared, quiet: bool):
     if prepared.saved is not None and resume_step >= prepared.target_steps:
         return _finished(prepared.agent, prepared.run, prepared.saved, resume_step, state, quiet), state
     jax.block_until_ready(state)
-    compile_s = time.perf_counter() - t_start
+    compile_s = prepared.compile_s + time.perf_counter() - t_start
+    run_chunk = prepared.run_chunk
+    if run_chunk is None:  # the newest checkpoint was damaged and an older one restored: there is work after all
+        t0 = time.perf_counter()
+        run_chunk = prepared.trainer.run_chunk.lower(state).compile()
+        compile_s += time.perf_counter() - t0
     changes = _write_config(prepared, resume_step)
     wandb_run = _start_wandb(prepared) if prepared.run.wandb and prepared.primary else None
-    stop = _StopRequests()
     try:
         try:
-            with stop:
-                t0 = time.perf_counter()
-                run_chunk = prepared.trainer.run_chunk.lower(state).compile()
-                compile_s += time.perf_counter() - t0
-                state, chunks = _run_chunks(prepared, run_chunk, state, resume_step, changes, stop, quiet, t_start,
-                                            wandb_run)
+            state, chunks = _run_chunks(prepared, run_chunk, state, resume_step, changes, stop, quiet, t_start,
+                                        wandb_run)
         except Interrupted:
-            stop.forward()  # with the handlers restored: e.g. submitit requeues the job here (and exits)
+            stop.forward()  # e.g. submitit requeues the job here (and exits)
             raise
         summary = _summary(prepared, state, chunks, compile_s, resume_step, t_start)
         if prepared.primary:
@@ -348,7 +401,6 @@ def _start_or_restore(prepared: _Prepared):
     import jax
 
     from jaxrl import checkpoint
-    from jaxrl import sharding as sharding_lib
     from jaxrl.loop import stack_configs
 
     run_dir = prepared.run.run_dir
@@ -358,11 +410,7 @@ def _start_or_restore(prepared: _Prepared):
             if prepared.run.overwrite:
                 rundir.remove_run_files(run_dir)
         return prepared.init(), None
-    abstract = jax.eval_shape(prepared.init)
-    if prepared.mesh is not None:
-        shardings = sharding_lib.state_shardings(abstract, prepared.mesh)
-        abstract = jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract,
-                                shardings)
+    abstract = prepared.abstract_state()
     ckpt_dir, damaged = os.path.join(run_dir, "checkpoints"), []
     state, resume_step = checkpoint.restore(ckpt_dir, abstract, on_damaged=lambda s, why: damaged.append((s, why)))
     for step, why in damaged:
@@ -473,7 +521,7 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
     videos = _video_schedule(prepared)
     run_s, steps_run, last_eval = 0.0, 0, np.full((run.seeds,), np.nan)
     try:
-        if stop.signum is not None:  # a signal during compilation: keep the initial state too
+        if stop.signum is not None:  # a signal while the state was built: keep the initial state too
             checkpoints.save(int(state.env_steps), state)
             raise Interrupted(stop.signum, int(state.env_steps), run.run_dir)
         for chunk in range(start_chunk, prepared.total_chunks):

@@ -15,6 +15,7 @@ def render_checkpoint(run_dir: str, out: str | None = None, step: int | None = N
     """Write ``episodes`` deterministic episodes of member ``member`` at checkpoint ``step`` (default: the newest) as
     one MP4 (default ``RUN_DIR/videos/checkpoint_<step>.mp4``); returns what it wrote and what each part cost."""
     from experiments.export import restore_run
+    from experiments.rundir import check_output_file
     from jaxrl import ConfigError
     from jaxrl.video import (
         check_can_record,
@@ -34,6 +35,8 @@ def render_checkpoint(run_dir: str, out: str | None = None, step: int | None = N
     program = restored.trainer.program
     width, height = width or restored.run.video_width, height or restored.run.video_height
     check_can_record(program.eval_env.raw, width, height)
+    out = out or os.path.join(run_dir, "videos", f"checkpoint_{restored.step}.mp4")
+    check_output_file(out, "--out")  # before rendering: a place it cannot write is one line, not a lost render
     recorder, view = make_recorder(program), member_view(restored.state, member)
     seed = restored.members[member][0]
     frames, returns, rollout_s, render_s = [], [], 0.0, 0.0
@@ -43,7 +46,6 @@ def render_checkpoint(run_dir: str, out: str | None = None, step: int | None = N
         returns.append(info["return"])
         rollout_s += info["rollout_s"]
         render_s += info["render_s"]
-    out = out or os.path.join(run_dir, "videos", f"checkpoint_{restored.step}.mp4")
     t0 = time.perf_counter()
     write_mp4(out, frames, frames_per_second(program))
     return {"path": out, "env_steps": restored.step, "frames": len(frames), "returns": returns,

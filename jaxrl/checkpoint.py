@@ -125,6 +125,7 @@ def _layout_mismatch(step_dir: str, target: dict) -> str | None:
 
 
 def _restore_one(directory: str, abstract_state, step: int):
+    directory = os.path.abspath(directory)  # orbax's tensorstore paths must be absolute; users type relative ones
     step_dir = os.path.join(directory, str(step))
     _verify_files(step_dir)
     flat_abstract = _flatten(abstract_state)
