@@ -190,16 +190,15 @@ def _train(argv: list[str]) -> int:
             rundir.check_path(run.run_dir, "--run-dir")
     except (ConfigError, Stopped) as e:
         return _failure(e)
-    # A directory this command creates is removed again if the run ends having written nothing into it.
-    created = None if run.run_dir is None or os.path.exists(run.run_dir) else run.run_dir
+    # Directories this command creates are removed again if the run ends having written nothing into them.
+    created = rundir.missing_dirs(run.run_dir if run.run_dir is not None else "runs")
     try:
         if run.run_dir is None:
-            created = rundir.default_run_dir(name, run.env)
-            run = dataclasses.replace(run, run_dir=created)
+            run = dataclasses.replace(run, run_dir=rundir.default_run_dir(name, run.env))
+            created.insert(0, os.path.abspath(run.run_dir))
         summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members)
     except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
-        if created and os.path.isdir(created) and not os.listdir(created):
-            os.rmdir(created)
+        rundir.remove_if_empty(created)
         return _failure(e)
     print(f"final eval return {summary['final_eval_return']:.2f} after {summary['env_steps']} env steps "
           f"({(summary.get('env_steps_per_s') or 0):.0f} env steps/s, compile {(summary.get('compile_s') or 0):.1f} s);"

@@ -292,9 +292,31 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def note_unpublished(plan: Plan, targets_path: str = TARGETS) -> list[str]:
+    """Before anything trains, one note per task with no published result for the protocol's algorithm (e.g. a
+    ``--tasks`` name outside the config's own list): its runs are reported alone. Returns those tasks."""
+    from experiments.rundir import note
+
+    targets = load_targets(targets_path, plan.algorithm)
+    protocol = set(configs_tasks(plan.config_name))
+    missing = [task for task in plan.tasks if not targets.get(dmc_task_name(task) or task)]
+    for task in missing:
+        outside = "" if task in protocol else f", and it is not one of config {plan.config_name}'s tasks"
+        note(f"{task} has no published {plan.algorithm} result in {targets_path}{outside}: the report shows its "
+             "runs without a published column")
+    return missing
+
+
+def configs_tasks(config: str) -> list[str]:
+    from experiments import configs
+
+    return list(configs.load(config)["reproduce"].get("tasks", []))
+
+
 def reproduce(config: str, out_dir: str, tasks=None, steps=None, seeds=None, overrides=(), quiet=False,
               targets_path: str = TARGETS) -> str:
     plan = make_plan(config, tasks, steps, seeds, list(overrides))
+    note_unpublished(plan, targets_path)
     os.makedirs(out_dir, exist_ok=True)
     run_tasks(plan, out_dir, quiet)
     return write_report(plan, out_dir, targets_path)

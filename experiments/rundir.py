@@ -123,6 +123,23 @@ def run_files(run_dir: str) -> list[str]:
     return [name for name in RUN_FILES if os.path.lexists(os.path.join(run_dir, name))]
 
 
+def missing_dirs(path: str) -> list[str]:
+    """The directories that creating ``path`` would create, deepest first (none if it exists)."""
+    missing = []
+    path = os.path.abspath(path)
+    while not os.path.exists(path):
+        missing.append(path)
+        path = os.path.dirname(path)
+    return missing
+
+
+def remove_if_empty(directories: list[str]) -> None:
+    """Remove those of ``directories`` (deepest first) that are empty: a command that wrote nothing leaves none."""
+    for directory in directories:
+        if os.path.isdir(directory) and not os.listdir(directory):
+            os.rmdir(directory)
+
+
 def default_run_dir(agent_name: str, env: str, parent: str = "runs") -> str:
     """A fresh directory ``runs/<agent>-<env>-<YYYYmmdd-HHMMSS>-<6 hex>``, created here (mkdir is atomic, also on
     NFS): a name another launch took in the same second is never reused."""
@@ -248,10 +265,15 @@ def check_disk(run_dir: str, needed: int, what: str) -> None:
 
 
 def remove_run_files(run_dir: str) -> None:
-    """``--overwrite``: the old run's outputs go completely (other files the user keeps there stay)."""
+    """``--overwrite``: the old run's outputs go completely, with the temporary files of an atomic write that a kill
+    interrupted (``metrics.csv.tmp<pid>``, ``jaxrl.files``); other files the user keeps there stay."""
     for name in run_files(run_dir):
         path = os.path.join(run_dir, name)
         shutil.rmtree(path) if os.path.isdir(path) and not os.path.islink(path) else os.unlink(path)
+    for name in os.listdir(run_dir) if os.path.isdir(run_dir) else []:
+        stem, _, pid = name.rpartition(".tmp")
+        if stem in RUN_FILES and pid.isdigit():
+            os.unlink(os.path.join(run_dir, name))
 
 
 class RunLock:
@@ -420,6 +442,11 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
     run = config_from_dict(RunConfig, {**sections["run"], **({"run_dir": run_dir} if run_dir else {})})
     suite = {} if source is not None else envs.suite_loop_defaults(env or run.env)
     loop = default_loop_config(agent, suite, **sections["loop"])
+    chunk = (saved or {}).get("resolved", {}).get("chunk_env_steps")
+    if isinstance(chunk, int) and 0 < chunk < loop.eval_every:
+        # A run shorter than one chunk, saved before jaxrl wrote its chunk down as eval_every (loop.written_down):
+        # it keeps the chunk it trained, whatever --steps a resume asks for.
+        loop = dataclasses.replace(loop, eval_every=chunk)
     agent_cfg = config_from_dict(agent.Config, sections["agent_config"])
     members = None
     if saved is not None and saved.get("members"):

@@ -291,7 +291,7 @@ def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, value
     from experiments import rundir
     from experiments.rundir import config_to_dict
     from experiments.train import validate
-    from jaxrl.loop import learning_starts
+    from jaxrl.loop import written_down
 
     sections = {s: dict(base[s]) for s in SECTIONS}
     for name, value in values.items():
@@ -307,7 +307,7 @@ def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, value
         agent.check_config(cfg)
     except (TypeError, ConfigError) as e:
         raise ConfigError(f"member {index} ({env}, seed {seed}, {values}): {e}") from None
-    loop = dataclasses.replace(loop, learning_starts=learning_starts(loop))
+    loop = written_down(loop)
     mid = member_id(agent_spec, config_to_dict(run), config_to_dict(loop), config_to_dict(cfg))
     return Member(index, env, seed, values, mid, run, loop, cfg)
 

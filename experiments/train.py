@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 from experiments import rundir, signals
 from experiments.rundir import RunConfig, config_to_dict
 from jaxrl import ConfigError, checks
-from jaxrl.loop import LoopConfig
+from jaxrl.loop import LoopConfig, written_down
 
 
 def setup_jax(run: RunConfig) -> None:
@@ -227,12 +227,9 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     """Every check that can fail before a file is written (configs, run directory, memory, disk), then the
     program, compiled (its memory checked against the device's)."""
     from jaxrl import buffer as buffer_lib
-    from jaxrl.loop import learning_starts
-
     run, members, custom_members = _members(run, agent_cfg, members)
     validate(run, loop)
-    # Written down as the number it resolves to, so a resume with a larger --steps keeps the run's own value.
-    loop = dataclasses.replace(loop, learning_starts=learning_starts(loop))
+    loop = written_down(loop)
     for _, cfg in members:
         agent.check_config(cfg)
     run_dir = run.run_dir
@@ -323,26 +320,40 @@ def _train_locked(prepared: _Prepared, quiet: bool, stop: signals.StopRequests):
     the command found it (``_undo_after_out_of_memory``)."""
     import jax
 
+    files_before = _files(os.path.join(prepared.run.run_dir, "tensorboard"))
     try:
         return _train_from_state(prepared, quiet, stop)
     except jax.errors.JaxRuntimeError as e:
         oom = out_of_memory(e)
         if oom is None:
             raise
-        _undo_after_out_of_memory(prepared)
+        _undo_after_out_of_memory(prepared, files_before)
         raise oom from None
 
 
-def _undo_after_out_of_memory(prepared: _Prepared) -> None:
+def _undo_after_out_of_memory(prepared: _Prepared, files_before: set[str]) -> None:
     """A new run that had trained nothing leaves no files; a resumed one gets its config.json back (the resume's
-    changes were not applied). Checkpoints of chunks that did train are kept."""
+    changes were not applied) and loses the TensorBoard file this attempt opened. Checkpoints and metrics of chunks
+    that did train are kept."""
     if not prepared.primary:
         return
     run_dir = prepared.run.run_dir
-    if prepared.saved is not None:
-        _write_or_fail(os.path.join(run_dir, "config.json"), prepared.saved)
-    elif not os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
-        rundir.remove_run_files(run_dir)
+    if prepared.saved is None:
+        if not os.path.exists(os.path.join(run_dir, "metrics.jsonl")) or not _rows_written(run_dir):
+            rundir.remove_run_files(run_dir)
+        return
+    _write_or_fail(os.path.join(run_dir, "config.json"), prepared.saved)
+    for path in _files(os.path.join(run_dir, "tensorboard")) - files_before:
+        os.unlink(path)
+
+
+def _rows_written(run_dir: str) -> bool:
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        return bool(f.read().strip())
+
+
+def _files(directory: str) -> set[str]:
+    return {os.path.join(root, name) for root, _, names in os.walk(directory) for name in names}
 
 
 def _train_from_state(prepared: _Prepared, quiet: bool, stop: signals.StopRequests):
@@ -447,12 +458,14 @@ def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
 
 
 class _ChunkTimes(NamedTuple):
-    """What the training chunks of this invocation took, and the last evaluation per member."""
+    """What the training chunks of this invocation took, and the last evaluation per member and on average (as the
+    last metrics row logged them: summary.json repeats that row's numbers, it does not reduce them again)."""
 
     run_s: float
     steps_run: int
     checkpoint_s: float
     last_eval: Any
+    last_eval_mean: float
 
 
 class _Checkpoints:
@@ -504,7 +517,7 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
     import numpy as np
 
     from jaxrl import sharding as sharding_lib
-    from jaxrl.logging import RunLogger
+    from jaxrl.logging import RunLogger, member_values
 
     run, chunk_steps = prepared.run, prepared.trainer.schedule.chunk_env_steps
     # A resume that changed hyperparameters logs their values per member from then on.
@@ -519,7 +532,7 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
     start_chunk = int(state.env_steps) // chunk_steps
     progress = _Progress(prepared.target_steps, start_chunk * chunk_steps, quiet or not prepared.primary)
     videos = _video_schedule(prepared)
-    run_s, steps_run, last_eval = 0.0, 0, np.full((run.seeds,), np.nan)
+    run_s, steps_run, last_eval, last_eval_mean = 0.0, 0, [float("nan")] * run.seeds, float("nan")
     try:
         if stop.signum is not None:  # a signal while the state was built: keep the initial state too
             checkpoints.save(int(state.env_steps), state)
@@ -534,8 +547,9 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
             _check_finite(metrics, checkpoints.directory)
             metrics.update(hparam_columns, env_steps_per_s=steps_run / max(run_s, 1e-9),
                            wall_s=time.perf_counter() - t_start)
-            progress.update(env_steps, logger.log(metrics))
-            last_eval = np.atleast_1d(metrics["eval/return"])
+            row = logger.log(metrics)
+            progress.update(env_steps, row)
+            last_eval, last_eval_mean = member_values(row, "eval/return"), row["eval/return"]
             done = chunk + 1 == prepared.total_chunks
             if done or checkpoints.due(env_steps, chunk_steps) or stop.signum is not None:
                 checkpoints.save(env_steps, state)
@@ -548,7 +562,7 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
     finally:
         progress.close()
         logger.close()
-    return state, _ChunkTimes(run_s, steps_run, checkpoints.seconds, last_eval)
+    return state, _ChunkTimes(run_s, steps_run, checkpoints.seconds, last_eval, last_eval_mean)
 
 
 def _video_schedule(prepared: _Prepared):
@@ -578,13 +592,12 @@ def _record_video(videos, state, env_steps: int, logger, progress) -> None:
 
 def _summary(prepared: _Prepared, state, chunks: _ChunkTimes, compile_s: float, resume_step, t_start) -> dict:
     """summary.json: final evaluation per member and where the time went."""
-    import numpy as np
 
     run, last_eval = prepared.run, chunks.last_eval
     summary = {
         "agent": prepared.agent.name, "env": run.env, "env_steps": int(state.env_steps), "seeds": run.seeds,
         "seed": run.seed, "updates": int(state.updates),
-        "final_eval_return": float(np.mean(last_eval)),
+        "final_eval_return": chunks.last_eval_mean,
         "final_eval_return_per_seed": [float(x) for x in last_eval],
         "env_steps_per_s": chunks.steps_run / max(chunks.run_s, 1e-9), "compile_s": compile_s,
         "run_s": chunks.run_s, "checkpoint_s": chunks.checkpoint_s, "wall_s": time.perf_counter() - t_start,
@@ -616,7 +629,6 @@ def _finished(agent, run, saved, step, state, quiet) -> dict:
     if os.path.exists(path):
         with open(path) as f:
             return json.load(f)
-    import numpy as np
 
     from jaxrl.logging import member_values, read_rows
 
@@ -624,7 +636,7 @@ def _finished(agent, run, saved, step, state, quiet) -> dict:
     last = rows[-1] if rows else {}
     per_member = member_values(last, "eval/return") if "eval/return" in last else [float("nan")] * run.seeds
     summary = {"agent": agent.name, "env": run.env, "env_steps": step, "seeds": run.seeds, "seed": run.seed,
-               "updates": int(state.updates), "final_eval_return": float(np.nanmean(per_member)) if rows else None,
+               "updates": int(state.updates), "final_eval_return": last.get("eval/return"),
                "final_eval_return_per_seed": per_member, "env_steps_per_s": last.get("env_steps_per_s"),
                "compile_s": None, "run_s": None, "wall_s": last.get("wall_s"), "resumed_from": step}
     _write_or_fail(path, summary)
@@ -635,13 +647,11 @@ def continue_or_start(agent, run: RunConfig, loop: LoopConfig, agent_cfg, member
     """What sweeps and ``jaxrl reproduce`` do with their own run directories: start the run, continue it if the
     directory holds this very run (same configs; a larger ``steps`` continues), reuse it if it is finished, and
     refuse in one line if it holds a run of other settings (nothing is ever relabelled)."""
-    from jaxrl.loop import learning_starts
-
     run_dir = run.run_dir
     if not rundir.run_files(run_dir):
         return train(agent, run, loop, agent_cfg, quiet=quiet, members=members)
     base = rundir.resolve(saved=rundir.load_saved(run_dir), run_dir=run_dir)
-    changes = rundir.differences(base, run, dataclasses.replace(loop, learning_starts=learning_starts(loop)),
+    changes = rundir.differences(base, run, written_down(loop),
                                  agent_cfg)
     # Run fields other than RUN_FIXED (checkpoint cadence, cache, ...) and a larger steps do not change results.
     defining = [f"run.{f}" for f in rundir.RUN_FIXED]

@@ -182,6 +182,13 @@ def learning_starts(cfg: LoopConfig) -> int:
     return min(5_000, cfg.steps // 10) if cfg.learning_starts is None else cfg.learning_starts
 
 
+def written_down(cfg: LoopConfig) -> LoopConfig:
+    """``cfg`` with the values its run resolves to written down, so that a resume with a larger ``steps`` keeps
+    the run's own: ``learning_starts`` (its default depends on ``steps``) and, in a run shorter than one chunk,
+    ``eval_every`` = ``steps`` (the chunk such a run trains; ``--resume --steps`` longer must not stretch it)."""
+    return dataclasses.replace(cfg, learning_starts=learning_starts(cfg), eval_every=min(cfg.eval_every, cfg.steps))
+
+
 def make_schedule(cfg: LoopConfig) -> Schedule:
     check_loop_config(cfg)
     block_iters, block_updates, _ = _layout(cfg)
