@@ -1,5 +1,6 @@
 """What several test files share: a tiny training helper, SAC's hand-computable networks and batch, the CLI
 runner and its one-line-error check, the tiny run's settings, and the buffer tests' ring filler."""
+import contextlib
 import json
 import math
 import os
@@ -12,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 import orbax.checkpoint as ocp
+import pytest
 
 import envs
 from agents import sac
@@ -103,6 +105,19 @@ def tiny(agent="sac"):
 
 
 TINY = tiny()
+
+
+@contextlib.contextmanager
+def tmpfs(mount, size):
+    """A tmpfs of ``size`` (e.g. "2m") mounted at the existing directory ``mount`` for the block; skips the test where
+    it cannot be mounted (needs root with mount rights; CI runs as root)."""
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                      capture_output=True).returncode:
+        pytest.skip("cannot mount a tmpfs here (needs root with mount rights)")
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
 def jaxrl(*args, timeout=600, env=None):

@@ -18,7 +18,7 @@ import pytest
 
 from experiments import rundir
 from jaxrl import ConfigError, checkpoint, files
-from tests.helpers import TINY, assert_one_line_error, jaxrl, saved_state
+from tests.helpers import TINY, assert_one_line_error, jaxrl, saved_state, tmpfs
 
 # Explicit warm-up so the run's length can change without changing when learning starts.
 RUN = [*TINY, "--learning-starts", "100"]
@@ -349,10 +349,8 @@ def small_disk(tmp_path):
     """A 2 MiB tmpfs (needs root and mount rights; CI runs as root)."""
     mount = tmp_path / "disk"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mount)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root with mount rights)")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    with tmpfs(mount, "2m"):
+        yield mount
 
 
 def fill(directory):

@@ -14,7 +14,7 @@ import pytest
 
 from experiments import rundir
 from jaxrl import checkpoint
-from tests.helpers import TINY, assert_one_line_error
+from tests.helpers import TINY, assert_one_line_error, tmpfs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = [*TINY, "--learning-starts", "100"]
@@ -252,10 +252,8 @@ def read_only(tmp_path):
     """A read-only tmpfs holding a finished run (needs root and mount rights; CI runs as root)."""
     mount = tmp_path / "ro"
     mount.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount)], capture_output=True).returncode:
-        pytest.skip("cannot mount a tmpfs here (needs root with mount rights)")
-    yield mount
-    subprocess.run(["umount", "-l", str(mount)], check=False)
+    with tmpfs(mount, "8m"):
+        yield mount
 
 
 def test_read_only_and_unwritable_places_are_one_line(two_seeds, read_only, cli):
