@@ -121,8 +121,11 @@ def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: in
     for task in tasks:
         if task not in valid:
             raise ConfigError(f"unknown task {task!r}; valid: names from `jaxrl envs`, e.g. dmc/CheetahRun")
+    from experiments.train import validate
+
     for task in tasks:  # every task's own values must be valid before the first one trains (one-line errors)
-        rundir.resolve(config=config, tables=tables, env=task)
+        task_config = rundir.resolve(config=config, tables=tables, env=task)
+        validate(task_config.run, task_config.loop)
     return Plan(agent, config, saved.get("description", ""), spec.get("algorithm", agent.name), tasks, seeds,
                 spec.get("max_return"), run, loop, agent_cfg, tables)
 
