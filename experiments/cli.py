@@ -148,11 +148,14 @@ def _train_flags(base, rest: list[str]):
 
 def _other_agent_hint(flags: list[str], name: str) -> str:
     """For ``--agent sac --td3.policy-noise 0.3``: which agent that flag belongs to."""
+    from agents import list_agents
+
     own = name.replace("_", "-")
     for flag in flags:
-        prefix = flag[2:].partition(".")[0] if flag.startswith("--") and "." in flag else None
-        if prefix and prefix not in (own, name):
-            return (f" ({flag.partition('=')[0]} is a flag of agent {prefix.replace('-', '_')}; this run trains "
+        option = flag.partition("=")[0]
+        prefix = option[2:].partition(".")[0] if option.startswith("--") and "." in option else None
+        if prefix and prefix not in (own, name) and prefix.replace("-", "_") in list_agents():
+            return (f" ({option} is a flag of agent {prefix.replace('-', '_')}; this run trains "
                     f"{name}, whose flags are --{own}.*)")
     return ""
 
@@ -282,8 +285,11 @@ def _export(argv: list[str]) -> int:
 
 
 def _reproduce(argv: list[str]) -> int:
-    from experiments import reproduce
+    from experiments import reproduce, signals
+    from experiments.signals import Stopped
+    from experiments.train import Interrupted, NonFiniteError
     from jaxrl import ConfigError
+    from jaxrl.files import WriteError
 
     parser = _Parser(prog="jaxrl reproduce", description=reproduce.__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -305,8 +311,12 @@ def _reproduce(argv: list[str]) -> int:
         else:
             path = reproduce.reproduce(args.config, out, args.tasks, args.steps, args.seeds, args.override,
                                        targets_path=args.targets)
-    except ConfigError as e:
-        return _error(str(e))
+    except Stopped as e:
+        print(f"jaxrl: {signals.name(e.signum)} stopped the reproduction before its next task wrote anything; rerun "
+              "it to continue (finished tasks are reused)", file=sys.stderr, flush=True)
+        return 128 + e.signum
+    except (ConfigError, NonFiniteError, WriteError, Interrupted) as e:
+        return _failure(e, " (or rerun the reproduction: finished tasks are reused)")
     print(f"report: {path}")
     return 0
 
@@ -381,7 +391,10 @@ def main(argv: list[str] | None = None, keep_handlers: bool = False) -> int:
         unraisable = sys.unraisablehook
         sys.unraisablehook = _quiet_stops(unraisable)
         try:
-            return _dispatch(argv)
+            code = _dispatch(argv)
+            if REQUESTS.immediate and REQUESTS.signum is not None:  # a stop Python could not raise (gc callback)
+                raise Stopped(REQUESTS.signum, "the command's output may be incomplete")
+            return code
         except Stopped as e:
             return _failure(e)
         except UsageError as e:

@@ -425,7 +425,8 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
         source = configs.for_task(source, task)
     if saved is not None and agent_name and agent_name != saved.get("agent"):
         raise ConfigError(f"--agent {agent_name} does not match the resumed run's agent {saved.get('agent')!r}")
-    if saved is None and config is not None and agent_name and agent_name != source.get("agent"):
+    if saved is None and config is not None and agent_name and source.get("agent") \
+            and agent_name != source.get("agent"):
         if ":" not in agent_name:  # a built-in agent under another agent's protocol: its settings were never meant
             raise ConfigError(f"--agent {agent_name} differs from config {config}'s agent {source.get('agent')!r}; "
                               f"drop --agent (the config names its agent), or choose a config of {agent_name} "

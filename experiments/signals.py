@@ -85,7 +85,7 @@ class StopRequests:
         self.signum = self.signum or signum
         if signum not in self.received:
             self.received.append(signum)
-        if self.immediate:
+        if self.immediate and first:  # once: a second signal must not interrupt the first one's one line
             raise Stopped(signum)
         if not first:
             what = "already stopping; waiting for the checkpoint" if self.running else "already stopping"

@@ -111,7 +111,8 @@ def out_of_memory(error: BaseException) -> OutOfMemory | None:
     text = str(error)
     if "RESOURCE_EXHAUSTED" not in text:
         return None
-    detail = text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip().splitlines()[0][:160] if text.strip() else ""
+    lines = text.split("RESOURCE_EXHAUSTED:", 1)[-1].strip().splitlines()
+    detail = lines[0][:160] if lines else "RESOURCE_EXHAUSTED"
     return OutOfMemory(f"out of memory ({detail}); {OOM_ADVICE}")
 
 
@@ -212,8 +213,12 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     from its ``config.json`` follow ``rundir.resume_request``.
     """
     with signals.REQUESTS.listening() as stop:
-        prepared = _prepare(agent, run, loop, agent_cfg, resume, members)
-        stop.check()  # the last moment at which a stop leaves nothing behind
+        try:
+            prepared = _prepare(agent, run, loop, agent_cfg, resume, members)
+            stop.check()  # the last moment at which a stop leaves nothing behind
+        except signals.Stopped:
+            stop.forward()  # a launcher's own handler (submitit requeues) runs for this stop too
+            raise
         lock = rundir.RunLock(prepared.run.run_dir).acquire() if prepared.primary else None
         try:
             with stop.run_holds_its_directory():
