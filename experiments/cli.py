@@ -78,16 +78,20 @@ def _tyro_error(text: str, prog: str) -> str:
             + f"; {prog} --help lists the flags")
 
 
-def _failure(e: BaseException, resume_hint: str = "") -> int:
+def _failure(e: BaseException, rerun: str = "") -> int:
     """The exit code and one line of a command that did not finish: 2 bad input (out of memory included), 3
     non-finite loss, 4 a write failed, 128 + N stopped by signal N (after its checkpoint, or before anything was
-    written)."""
-    from experiments.signals import Stopped
+    written). ``rerun``: what continues a command of several runs (a sweep, a reproduction) after a stop."""
+    from experiments.signals import Stopped, name
     from experiments.train import Interrupted, NonFiniteError
     from jaxrl.files import WriteError
 
-    if isinstance(e, (Interrupted, Stopped)):
-        print(f"jaxrl: {e}{resume_hint if isinstance(e, Interrupted) else ''}", file=sys.stderr, flush=True)
+    if isinstance(e, Interrupted):
+        print(f"jaxrl: {e}" + (f" (or rerun {rerun})" if rerun else ""), file=sys.stderr, flush=True)
+        return 128 + e.signum
+    if isinstance(e, Stopped):
+        text = f"stopped by {name(e.signum)} before its next run wrote anything; rerun {rerun}" if rerun else e
+        print(f"jaxrl: {text}", file=sys.stderr, flush=True)
         return 128 + e.signum
     return _error(str(e), code=3 if isinstance(e, NonFiniteError) else 4 if isinstance(e, WriteError) else 2)
 
@@ -210,7 +214,7 @@ def _train(argv: list[str]) -> int:
 
 
 def _sweep(argv: list[str]) -> int:
-    from experiments import launch, signals, sweep
+    from experiments import launch, sweep
     from experiments.signals import Stopped
     from experiments.train import Interrupted, NonFiniteError
     from jaxrl import ConfigError
@@ -235,12 +239,8 @@ def _sweep(argv: list[str]) -> int:
             print(sweep.describe(sweep.load(args.file), out))
             return 0
         rows = sweep.run_sweep(args.file, out, args.launcher, options)
-    except Stopped as e:
-        print(f"jaxrl: {signals.name(e.signum)} stopped the sweep before its next program wrote anything; rerun it to "
-              "continue (finished members are reused)", file=sys.stderr, flush=True)
-        return 128 + e.signum
-    except (ConfigError, NonFiniteError, WriteError, Interrupted) as e:
-        return _failure(e, " (or rerun the sweep: finished members are reused)")
+    except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
+        return _failure(e, "the sweep: finished members are reused")
     print(f"{len(rows)} member(s); results in {os.path.join(out, 'results.csv')}")
     return 0
 
@@ -285,7 +285,7 @@ def _export(argv: list[str]) -> int:
 
 
 def _reproduce(argv: list[str]) -> int:
-    from experiments import reproduce, signals
+    from experiments import reproduce
     from experiments.signals import Stopped
     from experiments.train import Interrupted, NonFiniteError
     from jaxrl import ConfigError
@@ -311,12 +311,8 @@ def _reproduce(argv: list[str]) -> int:
         else:
             path = reproduce.reproduce(args.config, out, args.tasks, args.steps, args.seeds, args.override,
                                        targets_path=args.targets)
-    except Stopped as e:
-        print(f"jaxrl: {signals.name(e.signum)} stopped the reproduction before its next task wrote anything; rerun "
-              "it to continue (finished tasks are reused)", file=sys.stderr, flush=True)
-        return 128 + e.signum
-    except (ConfigError, NonFiniteError, WriteError, Interrupted) as e:
-        return _failure(e, " (or rerun the reproduction: finished tasks are reused)")
+    except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
+        return _failure(e, "the reproduction: finished tasks are reused")
     print(f"report: {path}")
     return 0
 

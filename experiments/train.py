@@ -178,6 +178,7 @@ class _Prepared(NamedTuple):
     primary: bool  # process 0 writes the files (multi-host runs)
     run_chunk: Any = None  # the compiled chunk (None for a resumed run that has done its steps)
     compile_s: float = 0.0
+    prepare_s: float = 0.0  # wall time of the checks, tracing and compilation before the run held its directory
 
     @property
     def target_steps(self) -> int:
@@ -213,8 +214,10 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     from its ``config.json`` follow ``rundir.resume_request``.
     """
     with signals.REQUESTS.listening() as stop:
+        t0 = time.perf_counter()
         try:
             prepared = _prepare(agent, run, loop, agent_cfg, resume, members)
+            prepared = prepared._replace(prepare_s=time.perf_counter() - t0)
             stop.check()  # the last moment at which a stop leaves nothing behind
         except signals.Stopped:
             stop.forward()  # a launcher's own handler (submitit requeues) runs for this stop too
@@ -364,12 +367,13 @@ def _files(directory: str) -> set[str]:
 def _train_from_state(prepared: _Prepared, quiet: bool, stop: signals.StopRequests):
     import jax
 
-    t_start = time.perf_counter()
+    t_init = time.perf_counter()
+    t_start = t_init - prepared.prepare_s  # wall_s counts from the start of train(), compilation included
     state, resume_step = _start_or_restore(prepared)
     if prepared.saved is not None and resume_step >= prepared.target_steps:
         return _finished(prepared.agent, prepared.run, prepared.saved, resume_step, state, quiet), state
     jax.block_until_ready(state)
-    compile_s = prepared.compile_s + time.perf_counter() - t_start
+    compile_s = prepared.compile_s + time.perf_counter() - t_init
     run_chunk = prepared.run_chunk
     if run_chunk is None:  # the newest checkpoint was damaged and an older one restored: there is work after all
         t0 = time.perf_counter()

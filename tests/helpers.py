@@ -109,8 +109,9 @@ TINY = tiny()
 
 @contextlib.contextmanager
 def tmpfs(mount, size):
-    """A tmpfs of ``size`` (e.g. "2m") mounted at the existing directory ``mount`` for the block; skips the test where
-    it cannot be mounted (needs root with mount rights; CI runs as root)."""
+    """A tmpfs of ``size`` (e.g. "2m") mounted at the new directory ``mount`` for the block; skips the test where it
+    cannot be mounted (needs root with mount rights; CI runs as root)."""
+    os.makedirs(mount)
     if subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
                       capture_output=True).returncode:
         pytest.skip("cannot mount a tmpfs here (needs root with mount rights)")

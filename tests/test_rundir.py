@@ -347,9 +347,7 @@ def test_no_intact_checkpoint_is_one_line_naming_the_damaged_step(finished, tmp_
 @pytest.fixture
 def small_disk(tmp_path):
     """A 2 MiB tmpfs (needs root and mount rights; CI runs as root)."""
-    mount = tmp_path / "disk"
-    mount.mkdir()
-    with tmpfs(mount, "2m"):
+    with tmpfs(tmp_path / "disk", "2m") as mount:
         yield mount
 
 

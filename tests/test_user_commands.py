@@ -100,6 +100,8 @@ def test_a_seeds_runs_summary_repeats_its_last_metrics_row(two_seeds):
     summary = json.load(open(run_dir / "summary.json"))
     assert summary["final_eval_return"] == last["eval/return"]  # one reduction, not two of the same numbers
     assert summary["final_eval_return_per_seed"] == [last["eval/return/seed0"], last["eval/return/seed1"]]
+    # The chunk compiles before the run holds its directory; wall time still counts it.
+    assert summary["wall_s"] >= summary["compile_s"] + summary["run_s"] + summary["checkpoint_s"]
 
 
 # ---------------------------------------------------------------------------------------- runs and sweeps apart
@@ -259,10 +261,8 @@ def snapshot(directory):
 
 @pytest.fixture
 def read_only(tmp_path):
-    """A read-only tmpfs holding a finished run (needs root and mount rights; CI runs as root)."""
-    mount = tmp_path / "ro"
-    mount.mkdir()
-    with tmpfs(mount, "8m"):
+    """An 8 MiB tmpfs that the test remounts read-only (needs root and mount rights; CI runs as root)."""
+    with tmpfs(tmp_path / "ro", "8m") as mount:
         yield mount
 
 
@@ -297,6 +297,13 @@ def test_bad_paths_and_malformed_flags_are_one_line(tmp_path, flags, fragments, 
     assert result.returncode == 2
     assert_one_line_error(result, *fragments)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_plug_in_agent_may_train_under_a_built_in_agents_config_with_a_note(cli):
+    result = cli("train", "--agent", "experiments.examples.sac_huber:AGENT", "--config", "sac_dmc", "--help")
+    assert result.returncode == 0 and "--sac-huber.actor-lr" in result.stdout
+    assert "plug-in agent experiments.examples.sac_huber:AGENT trains under config sac_dmc's protocol" in \
+        result.stderr and "--agent wins" in result.stderr
 
 
 def test_other_commands_usage_errors_are_one_line(cli):
