@@ -1,7 +1,7 @@
 """Environment construction: ``envs.make(name, num_envs, ...)`` and the names it knows (``envs.list_envs()``)."""
 from envs.raw import RawEnv
-from envs.registry import SUITE_LOOP_DEFAULTS, list_envs, make, make_raw, suite_loop_defaults
+from envs.registry import SUITE_LOOP_DEFAULTS, env_note, list_envs, make, make_raw, suite_loop_defaults
 from envs.wrappers import EnvState, Step, VecEnv
 
-__all__ = ["SUITE_LOOP_DEFAULTS", "EnvState", "RawEnv", "Step", "VecEnv", "list_envs", "make", "make_raw",
+__all__ = ["SUITE_LOOP_DEFAULTS", "EnvState", "RawEnv", "Step", "VecEnv", "env_note", "list_envs", "make", "make_raw",
            "suite_loop_defaults"]

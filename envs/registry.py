@@ -18,6 +18,7 @@ from typing import Any
 
 import jax.numpy as jnp
 
+from envs import dmc
 from envs.menagerie import use_packaged_menagerie
 from envs.raw import RawEnv
 from envs.rendering import select_gl_backend
@@ -71,13 +72,23 @@ def _playground_suite(prefix: str):
 
 
 def _playground_names(prefix: str) -> list[str]:
-    return list(_playground_suite(prefix).ALL_ENVS)
+    names = list(_playground_suite(prefix).ALL_ENVS)
+    if prefix == "dmc":  # Playground's own versions of the tasks made to follow dm_control (envs/dmc.py)
+        names += [task + dmc.PLAYGROUND_SUFFIX for task in dmc.CHANGED]
+    return names
 
 
 def list_envs() -> list[str]:
     return ([f"brax/{n}" for n in _brax_names()]
             + [f"{prefix}/{n}" for prefix in PLAYGROUND_SUITES for n in _playground_names(prefix)]
             + [f"toy/{n}" for n in TOY_ENVS])
+
+
+def env_note(name: str) -> str | None:
+    """What ``jaxrl envs`` says beside ``name``: for a dmc/ task, how it differs from Playground's or dm_control's
+    version (envs/dmc.py); None for the rest."""
+    prefix, _, task = name.partition("/")
+    return dmc.note(task) if prefix == "dmc" else None
 
 
 def _unknown(name: str, valid: list[str]) -> ConfigError:
@@ -166,12 +177,17 @@ def _make_playground(name: str, prefix: str, task: str, impl: str, domain_random
         raise _unknown(name, [f"{prefix}/{n}" for n in names])
     if prefix != "dmc":
         use_packaged_menagerie()
+    # dmc/<Task> follows dm_control where Playground's port differs in what defines the task (envs/dmc.py,
+    # docs/dmc_audit.md); dmc/<Task>Playground is Playground's task unchanged.
+    playground_task = dmc.playground_original(task) if prefix == "dmc" else None
     suite = _playground_suite(prefix)
-    cfg = suite.get_default_config(task)
+    cfg = suite.get_default_config(playground_task or task)
     if push_randomization is not None:
         _switch_pushes(name, cfg, push_randomization)
     # AeroCubeRotateZAxis's config has no impl key: it takes none.
-    env = suite.load(task, config=cfg, config_overrides={"impl": impl} if "impl" in cfg else {})
+    env = suite.load(playground_task or task, config=cfg, config_overrides={"impl": impl} if "impl" in cfg else {})
+    if prefix == "dmc" and playground_task is None and task in dmc.CHANGED:
+        env = dmc.DmControlTask(env, task)
     episode_length = int(cfg.episode_length) * int(cfg.get("action_repeat", 1))
     # Playground's DM Control tasks end only on a NaN state (a finished episode is a time limit); the robots
     # terminate when they fall or fail.

@@ -430,7 +430,9 @@ def _dispatch(argv: list[str]) -> int:
     if command == "envs":
         import envs
 
-        print("\n".join(envs.list_envs()))
+        for name in envs.list_envs():
+            note = envs.env_note(name)
+            print(name if note is None else f"{name}  # {note}")
         return 0
     if command == "agents":
         from agents import list_agents

@@ -1,0 +1,223 @@
+"""dm_control's initial-state distributions for the ``dmc/`` tasks whose MuJoCo Playground port starts elsewhere.
+
+The published DMC numbers were measured on dm_control (``google-deepmind/dm_control``, ``dm_control/suite``).
+Playground's ``BallInCup`` and humanoids start every episode from the model's rest pose; dm_control draws the
+ball's position, or every joint of the humanoid, at random and rejects any draw in contact::
+
+    penetrating = True
+    while penetrating:
+      <draw qpos>
+      physics.after_reset()                     # mj_forward: collision detection included
+      penetrating = physics.data.ncon > 0
+
+A jitted reset cannot loop until it succeeds, so ``collision_free`` draws ``CANDIDATES`` configurations at once,
+runs MJX's forward pass on each and keeps the first without contact. The first success of i.i.d. draws has the
+distribution of dm_control's loop exactly; only when every candidate is in contact (probability (1 - p)^K for an
+acceptance rate p, measured per task at ``CANDIDATES``) does it fall back to the candidate whose deepest contact is
+shallowest. The number of candidates is static (one compiled program) and the reset runs only when an episode ends
+(``envs.wrappers.VecEnv.step`` skips it otherwise), so the extra forward passes cost one per candidate per episode.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+# Candidates per reset. Measured fractions of draws without contact (4,096 draws each; MJX on
+# ``contact_check_model`` and MuJoCo C's mj_forward on Playground's model agreed on every one, as tests/test_dmc.py
+# checks): BallInCup 0.826, the finger 0.906, the humanoid 0.735. All 16 touch with probability at most
+# 0.265^16 ~ 6e-10 per episode: the fallback is never met in practice.
+CANDIDATES = 16
+
+Draw = Callable[[Any, jax.Array, jax.Array], jax.Array]  # (mj_model, key, qpos0) -> qpos
+
+
+def random_limited_and_rotational_joints(model, key: jax.Array, qpos: jax.Array) -> jax.Array:
+    """``dm_control.suite.utils.randomizers.randomize_limited_and_rotational_joints`` as a pure function of a key.
+
+    Per joint of ``model`` (a ``mujoco.MjModel``; its structure is static): a limited hinge or slide uniform in its
+    range; an unlimited hinge uniform in [-pi, pi]; a limited ball joint a rotation about a uniformly random axis by
+    an angle uniform in [0, range_max]; an unlimited ball joint a uniform unit quaternion (normalised Gaussian); a
+    free joint's orientation ``rand(4) / |rand(4)|`` (dm_control's own comment: "this should be random.randn, but
+    changing it now could significantly affect benchmark results" -- so every component is positive, as there);
+    a free joint's position and an unlimited slide are left as they are."""
+    hinge, slide, ball, free = 3, 2, 1, 0  # mjtJoint
+    keys = jax.random.split(key, model.njnt)
+    for joint in range(model.njnt):
+        adr, kind = int(model.jnt_qposadr[joint]), int(model.jnt_type[joint])
+        low, high = (float(x) for x in model.jnt_range[joint])
+        k = keys[joint]
+        if model.jnt_limited[joint]:
+            if kind in (hinge, slide):
+                qpos = qpos.at[adr].set(jax.random.uniform(k, minval=low, maxval=high))
+            elif kind == ball:
+                axis_key, angle_key = jax.random.split(k)
+                axis = jax.random.normal(axis_key, (3,))
+                axis = axis / jnp.linalg.norm(axis)
+                angle = jax.random.uniform(angle_key) * high
+                quat = jnp.concatenate([jnp.cos(angle / 2)[None], jnp.sin(angle / 2) * axis])  # mju_axisAngle2Quat
+                qpos = qpos.at[adr:adr + 4].set(quat)
+        elif kind == hinge:
+            qpos = qpos.at[adr].set(jax.random.uniform(k, minval=-jnp.pi, maxval=jnp.pi))
+        elif kind == ball:
+            quat = jax.random.normal(k, (4,))
+            qpos = qpos.at[adr:adr + 4].set(quat / jnp.linalg.norm(quat))
+        elif kind == free:
+            quat = jax.random.uniform(k, (4,))
+            qpos = qpos.at[adr + 3:adr + 7].set(quat / jnp.linalg.norm(quat))
+    return qpos
+
+
+def ball_in_cup_position(model, key: jax.Array, qpos: jax.Array) -> jax.Array:
+    """dm_control's ``ball_in_cup.BallInCup.initialize_episode``: ball_x ~ U(-.2, .2), ball_z ~ U(.2, .5); the cup
+    stays at its rest position."""
+    x_key, z_key = jax.random.split(key)
+    qpos = qpos.at[int(model.joint("ball_x").qposadr[0])].set(jax.random.uniform(x_key, minval=-0.2, maxval=0.2))
+    return qpos.at[int(model.joint("ball_z").qposadr[0])].set(jax.random.uniform(z_key, minval=0.2, maxval=0.5))
+
+
+def contact_depth(data) -> jax.Array:
+    """The deepest contact of a forward-computed MJX ``data`` (> 0: in contact, MuJoCo C would count it in ncon).
+
+    MJX's JAX backend keeps a slot for every geom pair that may collide; a slot is a contact when its distance is
+    below the pair's margin (``includemargin`` is margin - gap; every dmc/ model has gap 0)."""
+    contact = data._impl.contact  # MJX keeps the contact list on the backend's part of Data
+    if contact.dist.size == 0:
+        return jnp.zeros(())
+    return jnp.max(contact.includemargin - contact.dist)
+
+
+def contact_check_model(mj_model):
+    """The MJX model collision checks run on: ``mj_model`` without the contact budget Playground's XMLs set for
+    speed (``max_geom_pairs`` culls candidate pairs by bounding-sphere distance before the narrow phase,
+    ``max_contact_points`` keeps the deepest few), which would pass some penetrating draws that MuJoCo counts in
+    ncon (about 0.7 % of the humanoid's)."""
+    import copy
+
+    import mujoco
+    from mujoco import mjx
+
+    model = copy.deepcopy(mj_model)
+    for name in ("max_geom_pairs", "max_contact_points"):
+        numeric = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC, name)
+        if numeric >= 0:
+            model.numeric_data[model.numeric_adr[numeric]] = -1  # MJX's "no limit"
+    return mjx.put_model(model, impl="jax")
+
+
+def collision_free(check, draw: Callable[[jax.Array, jax.Array], jax.Array], key: jax.Array,
+                   candidates: int = CANDIDATES) -> jax.Array:
+    """The initial qpos ``draw(key, qpos0)`` that dm_control's rejection loop would accept: the first of
+    ``candidates`` i.i.d. draws with no contact after a forward pass on MJX model ``check``
+    (``contact_check_model``), the one whose deepest contact is shallowest where all touch (module docstring)."""
+    from mujoco import mjx
+
+    rest = mjx.make_data(check)
+
+    def candidate(k):
+        qpos = draw(k, rest.qpos)
+        return qpos, contact_depth(mjx.forward(check, rest.replace(qpos=qpos)))
+
+    qpos, depth = jax.vmap(candidate)(jax.random.split(key, candidates))
+    free = depth <= 0
+    return qpos[jnp.where(jnp.any(free), jnp.argmax(free), jnp.argmin(depth))]
+
+
+def walker_observation(env, data, obs: jax.Array) -> jax.Array:
+    """dm_control's walker observation: Playground's port puts the torso's upright component (xmat zz) where
+    dm_control has the torso's height (``walker.Physics.torso_height``: xpos z; Playground walker.py:134 against
+    dm_control walker.py:135). Entry 14 of [orientations (14), height (1), velocity (9)]."""
+    return obs.at[14].set(data.xpos[env._torso_id, 2])
+
+
+# Playground task -> dm_control's draw of its initial qpos. Tasks not here draw what dm_control draws or start at
+# rest in both (docs/dmc_audit.md).
+DRAWS: dict[str, Draw] = {
+    "BallInCup": ball_in_cup_position,
+    # dm_control's finger._set_random_joint_angles: the randomiser with the same rejection (Playground's reset draws
+    # the spinner's angle and the proximal joint's from one key, so the first is a function of the second, and
+    # keeps about 10 % of starts that interpenetrate).
+    "FingerSpin": random_limited_and_rotational_joints,
+    "FingerTurnEasy": random_limited_and_rotational_joints,
+    "FingerTurnHard": random_limited_and_rotational_joints,
+    "HumanoidStand": random_limited_and_rotational_joints,
+    "HumanoidWalk": random_limited_and_rotational_joints,
+    "HumanoidRun": random_limited_and_rotational_joints,
+}
+# Playground task -> dm_control's observation, from Playground's (env, data, obs).
+OBSERVATIONS: dict[str, Callable[[Any, Any, jax.Array], jax.Array]] = {
+    "WalkerStand": walker_observation,
+    "WalkerWalk": walker_observation,
+    "WalkerRun": walker_observation,
+}
+# The name Playground's own version of a task changed here keeps: ``dmc/<Task>Playground``.
+PLAYGROUND_SUFFIX = "Playground"
+CHANGED = tuple(sorted(set(DRAWS) | set(OBSERVATIONS)))
+
+
+# What ``jaxrl envs`` says of each changed task and of Playground's original.
+NOTES: dict[str, str] = {
+    "BallInCup": "dm_control's reset: the ball at a random collision-free position (x ~ U(-.2, .2), z ~ U(.2, .5))",
+    "Humanoid": "dm_control's reset: random root orientation and joint angles, collision-free",
+    "Finger": "dm_control's reset: independent random joint and spinner angles, collision-free",
+    "Walker": "dm_control's observation: the torso's height (Playground's port observes its upright component)",
+}
+ORIGINAL_NOTES: dict[str, str] = {
+    "BallInCup": "Playground's reset: the ball hangs at rest under the cup in every episode",
+    "Humanoid": "Playground's reset: standing at rest in the same pose every episode",
+    "Finger": "Playground's reset: the spinner's angle a function of the finger's, about 10 % of starts interpenetrating",
+    "Walker": "Playground's observation: the torso's upright component where dm_control has its height",
+}
+
+
+def _family(task: str) -> str:
+    return next(family for family in NOTES if task.startswith(family))
+
+
+def note(task: str) -> str | None:
+    """One line for ``jaxrl envs`` on a dmc/ task this module changed or on Playground's original of one."""
+    original = playground_original(task)
+    if original is not None:
+        return f"{ORIGINAL_NOTES[_family(original)]}; not comparable with dm_control's published numbers"
+    if task in CHANGED:
+        return f"{NOTES[_family(task)]}; Playground's version: dmc/{task}{PLAYGROUND_SUFFIX}"
+    return None
+
+
+def playground_original(task: str) -> str | None:
+    """``BallInCupPlayground`` -> ``BallInCup`` (Playground's unchanged task); None for any other name."""
+    base = task.removesuffix(PLAYGROUND_SUFFIX)
+    return base if base != task and base in CHANGED else None
+
+
+class DmControlTask:
+    """Playground env ``env`` with dm_control's initial-state draw and observation where they differ (``DRAWS``,
+    ``OBSERVATIONS``); everything else (step, reward, rendering, sizes) is Playground's. Holds no state of its own."""
+
+    def __init__(self, env, task: str):
+        self._env, self._draw, self._observe = env, DRAWS.get(task), OBSERVATIONS.get(task)
+        self._check = contact_check_model(env.mj_model) if self._draw is not None else None
+
+    def __getattr__(self, name):
+        return getattr(self._env, name)
+
+    def _observed(self, state):
+        return state if self._observe is None else state.replace(obs=self._observe(self._env, state.data, state.obs))
+
+    def reset(self, key):
+        if self._draw is None:
+            return self._observed(self._env.reset(key))
+        from mujoco import mjx
+
+        env, draw = self._env, self._draw
+        draw_key, key = jax.random.split(key)
+        state = env.reset(key)
+        qpos = collision_free(self._check, lambda k, qpos: draw(env.mj_model, k, qpos), draw_key)
+        data = mjx.forward(env.mjx_model, state.data.replace(qpos=qpos))
+        # Playground's observation of the drawn state: every dmc/ task computes it from data alone.
+        return self._observed(state.replace(data=data, obs=env._get_obs(data, state.info)))
+
+    def step(self, state, action):
+        return self._observed(self._env.step(state, action))
