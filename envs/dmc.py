@@ -167,7 +167,7 @@ NOTES: dict[str, str] = {
 ORIGINAL_NOTES: dict[str, str] = {
     "BallInCup": "Playground's reset: the ball hangs at rest under the cup in every episode",
     "Humanoid": "Playground's reset: standing at rest in the same pose every episode",
-    "Finger": "Playground's reset: the spinner's angle a function of the finger's, about 10 % of starts interpenetrating",
+    "Finger": "Playground's reset: the spinner's angle tied to the finger's, about 10 % of starts interpenetrating",
     "Walker": "Playground's observation: the torso's upright component where dm_control has its height",
 }
 

@@ -10,7 +10,6 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
-import pytest
 
 import envs
 from envs import dmc
