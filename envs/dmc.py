@@ -221,3 +221,47 @@ class DmControlTask:
 
     def step(self, state, action):
         return self._observed(self._env.step(state, action))
+
+
+# What still differs from dm_control in a dmc/ task after the changes above, from docs/dmc_audit.md.
+# NOT_COMPARABLE: differences in what defines the task (model, initial state, observation): a return on it is not
+# comparable with a number published on dm_control. PHYSICS: Playground's solver settings for speed (kept: they are
+# MJX's cost on an accelerator): the same task, simulated less exactly; a caveat, reported beside every result.
+NOT_COMPARABLE: dict[str, str] = {
+    "FishSwim": "Playground's fish model differs from dm_control's (its torso_massive geom is a 0.03 sphere, not a "
+                "0.004 x 0.12 x 0.06 box: the torso is 3.9x heavier) and the fish starts at z 0, not 0.1",
+}
+PHYSICS: dict[str, str] = {
+    "Acrobot": "Euler instead of RK4 at the same 0.01 s step",
+    "BallInCup": "1 constraint-solver iteration (dm_control: 100), damping integrated explicitly",
+    "Cartpole": "Euler instead of RK4 at the same 0.01 s step, 1 solver iteration",
+    "Cheetah": "4/8 solver iterations (dm_control: 100/50), explicit damping, at most 6 contacts",
+    "Finger": "0.005 s implicitfast steps (dm_control: 0.01 s Euler), pyramidal friction cone (elliptic), "
+              "2 solver iterations (200), at most 4 contacts from the 2 nearest geom pairs",
+    "Fish": "0.002 s physics step (dm_control: 0.004 s), explicit damping",
+    "Hopper": "4/10 solver iterations (dm_control: 100/50), explicit damping, at most 6 contacts",
+    "Humanoid": "4/8 solver iterations (dm_control: 100/50), explicit damping, at most 8 + 8 contacts",
+    "Pendulum": "0.01 s physics step (dm_control: 0.02 s)",
+    "PointMass": "1/4 solver iterations (dm_control: 100/50)",
+    "Reacher": "four 0.005 s physics steps per action (dm_control: one of 0.02 s), 1 solver iteration",
+    "Swimmer": "ten 0.003 s physics steps per action (dm_control: fifteen of 0.002 s), 4/8 solver iterations",
+    "Walker": "2/5 solver iterations (dm_control: 100/50), explicit damping, at most 4 contacts",
+}
+# True of every dmc/ task (MJX against MuJoCo C as dm_control runs it).
+PHYSICS_ALL = ("float32 (dm_control: float64); observations and rewards read positions and sensors computed "
+               "before the last physics step (dm_control recomputes them after it)")
+
+
+def not_comparable(task: str) -> str | None:
+    """Why a return on dmc/``task`` cannot be set beside a number published on dm_control; None where it can."""
+    original = playground_original(task)
+    if original is not None:
+        return ORIGINAL_NOTES[_family(original)]
+    return NOT_COMPARABLE.get(task)
+
+
+def physics_caveat(task: str) -> str | None:
+    """How Playground's simulation of dmc/``task`` differs from dm_control's (None for a name outside dmc/)."""
+    base = playground_original(task) or task
+    family = next((f for f in sorted(PHYSICS, key=len, reverse=True) if base.startswith(f)), None)
+    return None if family is None else f"{PHYSICS[family]}; {PHYSICS_ALL}"

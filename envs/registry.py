@@ -91,6 +91,20 @@ def env_note(name: str) -> str | None:
     return dmc.note(task) if prefix == "dmc" else None
 
 
+def not_comparable(name: str) -> str | None:
+    """Why returns on env ``name`` cannot be set beside numbers published on the benchmark's own simulator (for a
+    dmc/ task: dm_control; envs/dmc.py, docs/dmc_audit.md); None where nothing known differs."""
+    prefix, _, task = name.partition("/")
+    return dmc.not_comparable(task) if prefix == "dmc" else None
+
+
+def physics_caveat(name: str) -> str | None:
+    """How the simulation of env ``name`` differs from the benchmark's while the task is the same (dmc/: Playground's
+    solver settings against dm_control's); None where none is known."""
+    prefix, _, task = name.partition("/")
+    return dmc.physics_caveat(task) if prefix == "dmc" else None
+
+
 def _unknown(name: str, valid: list[str]) -> ConfigError:
     shown = ", ".join(valid) if len(valid) <= 30 else ", ".join(valid[:30]) + ", ..."
     return ConfigError(f"unknown env {name!r}; valid: {shown} (run `jaxrl envs` to list all)")

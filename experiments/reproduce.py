@@ -161,6 +161,20 @@ def curves(run_dir: str) -> tuple[np.ndarray, np.ndarray]:
     return np.array([r["env_steps"] for r in rows]), np.array(values, np.float64).reshape(len(rows), -1)
 
 
+def not_comparable(task: str, targets: dict[str, list[dict[str, Any]]], algorithm: str) -> str | None:
+    """Why our runs on ``task`` cannot be set beside the published ``algorithm`` results in ``targets``: the env is
+    known to differ from the benchmark's (``envs.not_comparable``: docs/dmc_audit.md), or nothing is published for
+    it. None where they can."""
+    import envs
+
+    reason = envs.not_comparable(task)
+    if reason is not None:
+        return f"the env differs from the benchmark's: {reason}"
+    if not targets.get(dmc_task_name(task) or task):
+        return f"no published {algorithm} result for {dmc_task_name(task) or task}"
+    return None
+
+
 def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
     """report.md (+ report.json and PNGs) from the runs under ``out_dir``; returns the report's path."""
     targets = load_targets(targets_path, plan.algorithm)
@@ -173,14 +187,16 @@ def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
         if not len(steps):
             continue
         tasks.append(task)
-        published = targets.get(dmc_task_name(task) or task, [])
+        reason = not_comparable(task, targets, plan.algorithm)
+        # A task that is not comparable is never set beside a published number: no column, no point on its curve.
+        published = targets.get(dmc_task_name(task) or task, []) if reason is None else []
         per_task[task] = (steps, returns, published)
         matched = [p for p in published if p["env_steps"] in set(steps.tolist())]
         points = [(p["env_steps"], p) for p in matched] or [(int(steps[-1]), None)]
         for step, pub in points:
             ours = returns[list(steps).index(step)]
             row = {"task": task, "env_steps": step, "seeds": ours.size, "mean": float(ours.mean()),
-                   "std": float(ours.std(ddof=1)) if ours.size > 1 else float("nan")}
+                   "std": float(ours.std(ddof=1)) if ours.size > 1 else float("nan"), "not_comparable": reason}
             if pub is not None:
                 row.update(published_mean=pub["mean"], published_std=pub["std"], published_seeds=pub["seeds"],
                            z=(row["mean"] - pub["mean"]) / pub["std"] if pub["std"] > 0 else float("nan"))
@@ -261,6 +277,8 @@ def _fmt(x, digits=0):
 
 
 def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
+    import envs
+
     lines = [f"# Reproduction report: `{plan.config_name}` ({plan.agent.name})", "",
              plan.description, "",
              f"Command: `jaxrl reproduce {plan.config_name} --tasks {' '.join(tasks)} --steps {plan.loop.steps} "
@@ -271,12 +289,25 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
              "| (ours − published) / published std |",
              "|---|---|---|---|---|"]
     for r in rows:
-        pub = (f"{_fmt(r['published_mean'])} ± {_fmt(r['published_std'])} ({r['published_seeds']})"
-               if "published_mean" in r else "no published point")
+        if r["not_comparable"]:
+            pub = f"not comparable: {r['not_comparable']}"
+        elif "published_mean" in r:
+            pub = f"{_fmt(r['published_mean'])} ± {_fmt(r['published_std'])} ({r['published_seeds']})"
+        else:
+            pub = "no published point at this step"
         lines.append(f"| {r['task']} | {r['env_steps']:,} | {_fmt(r['mean'])} ± {_fmt(r['std'])} ({r['seeds']}) "
                      f"| {pub} | {_fmt(r.get('z'), 2)} |")
     lines += ["", "A row without a published point is our last evaluation: the published table has no point at an "
-              "env step we evaluated (run longer, or evaluate at the published steps).", ""]
+              "env step we evaluated (run longer, or evaluate at the published steps). A task marked not comparable "
+              "is reported alone: its env is known to differ from the one the published numbers were measured on, "
+              "or nothing is published for it.", ""]
+    caveats = [(t, envs.physics_caveat(t)) for t in tasks]
+    if any(c for _, c in caveats):
+        lines += ["## Simulation", "",
+                  "The same task, simulated differently from the published runs' simulator (docs/dmc_audit.md): a "
+                  "known source of difference even where the task is comparable.", ""]
+        lines += [f"- {t}: {c}." for t, c in caveats if c]
+        lines += [""]
     if aggregate:
         lines += ["## Aggregate", "",
                   f"Scores are returns / {aggregate['max_return']:g} at {aggregate['env_steps']:,} env steps over "
@@ -289,6 +320,9 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
         if "published_mean_of_task_means" in aggregate:
             lines.append(f"| published: mean of task means | {aggregate['published_mean_of_task_means']:.3f} | "
                          "(per-seed published scores are not available, so no IQM or CI) |")
+        else:
+            lines += ["", "No published aggregate beside ours: it needs a comparable published point for every task "
+                      "at this step."]
         lines += ["", "![aggregate](aggregate.png)", ""]
     lines += ["## Learning curves", ""]
     lines += [f"![{t}](curve_{t.replace('/', '-')}.png)" for t in tasks]
@@ -296,18 +330,28 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
 
 
 def note_unpublished(plan: Plan, targets_path: str = TARGETS) -> list[str]:
-    """Before anything trains, one note per task with no published result for the protocol's algorithm (e.g. a
-    ``--tasks`` name outside the config's own list): its runs are reported alone. Returns those tasks."""
+    """Before anything trains, one note per task the report cannot set beside a published number: no published
+    result for the protocol's algorithm (e.g. a ``--tasks`` name outside the config's own list), or an env known to
+    differ from the benchmark's (``envs.not_comparable``). Their runs are reported alone. Returns those tasks."""
+    import envs
     from experiments.rundir import note
 
     targets = load_targets(targets_path, plan.algorithm)
     protocol = set(configs_tasks(plan.config_name))
-    missing = [task for task in plan.tasks if not targets.get(dmc_task_name(task) or task)]
-    for task in missing:
-        outside = "" if task in protocol else f", and it is not one of config {plan.config_name}'s tasks"
-        note(f"{task} has no published {plan.algorithm} result in {targets_path}{outside}: the report shows its "
-             "runs without a published column")
-    return missing
+    alone = []
+    for task in plan.tasks:
+        differs = envs.not_comparable(task)
+        if differs is not None:
+            note(f"{task} is not comparable with published {plan.algorithm} results: the env differs from the "
+                 f"benchmark's ({differs}); the report shows its runs alone")
+        elif not targets.get(dmc_task_name(task) or task):
+            outside = "" if task in protocol else f", and it is not one of config {plan.config_name}'s tasks"
+            note(f"{task} has no published {plan.algorithm} result in {targets_path}{outside}: the report shows its "
+                 "runs without a published column")
+        else:
+            continue
+        alone.append(task)
+    return alone
 
 
 def configs_tasks(config: str) -> list[str]:

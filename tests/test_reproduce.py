@@ -144,3 +144,40 @@ def test_a_config_without_a_reproduce_table_is_refused(tmp_path):
     (tmp_path / "plain.toml").write_text(CONFIG.split("[reproduce]")[0])
     with pytest.raises(ConfigError, match="has no \\[reproduce\\] table.*sac_dmc"):
         reproduce.make_plan(str(tmp_path / "plain.toml"), None, None, None, [])
+
+
+def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
+    """A task whose env differs from the benchmark's (Playground's fish model) and one without a published row are
+    reported alone, never beside a number; a comparable task keeps its published column (fabricated runs: the report
+    reads only metrics.jsonl)."""
+    tasks = ["dmc/CheetahRun", "dmc/FishSwim", "dmc/AcrobotSwingupSparse", "dmc/BallInCupPlayground"]
+    plan = reproduce.make_plan("sac_dmc", tasks, 100_000, 2, [])
+    assert reproduce.note_unpublished(plan) == tasks[1:]
+    err = capsys.readouterr().err
+    assert "dmc/FishSwim is not comparable with published sac results: the env differs" in err
+    assert "dmc/BallInCupPlayground is not comparable" in err and "hangs at rest" in err
+    assert "dmc/AcrobotSwingupSparse has no published sac result" in err
+    (tmp_path / "targets.csv").write_text(
+        "algorithm,suite,task,env_steps,mean_return,std_over_seeds,seeds,source\n"
+        "sac,dmc,cheetah-run,100000,300,50,3,test\n"
+        "sac,dmc,fish-swim,100000,400,40,3,test\n"
+        "sac,dmc,cup-catch,100000,900,10,3,test\n")
+    for task, values in zip(tasks, ([350, 250], [100, 200], [10, 20], [0, 0]), strict=True):
+        run_dir = tmp_path / "out" / "runs" / task.replace("/", "-")
+        run_dir.mkdir(parents=True)
+        row = {"env_steps": 100_000, "eval/return": float(np.mean(values)),
+               "eval/return/seed0": values[0], "eval/return/seed1": values[1]}
+        (run_dir / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    path = reproduce.write_report(plan, str(tmp_path / "out"), str(tmp_path / "targets.csv"))
+    rows = {r["task"]: r for r in json.load(open(tmp_path / "out" / "report.json"))["rows"]}
+    assert rows["dmc/CheetahRun"]["not_comparable"] is None and rows["dmc/CheetahRun"]["z"] == 0.0
+    assert rows["dmc/FishSwim"]["not_comparable"].startswith("the env differs from the benchmark's: Playground's fish")
+    assert "published_mean" not in rows["dmc/FishSwim"] and "z" not in rows["dmc/FishSwim"]  # its row 400 unused
+    assert rows["dmc/AcrobotSwingupSparse"]["not_comparable"] == "no published sac result for acrobot-swingup-sparse"
+    assert "hangs at rest" in rows["dmc/BallInCupPlayground"]["not_comparable"]
+    text = open(path).read()
+    assert "| dmc/CheetahRun | 100,000 | 300 ± 71 (2) | 300 ± 50 (3) | 0.00 |" in text
+    assert "| dmc/FishSwim | 100,000 | 150 ± 71 (2) | not comparable: the env differs" in text
+    assert "| dmc/AcrobotSwingupSparse | 100,000 | 15 ± 7 (2) | not comparable: no published sac result" in text
+    assert "- dmc/CheetahRun: 4/8 solver iterations (dm_control: 100/50)" in text  # the simulation caveats
+    assert "No published aggregate beside ours" in text
