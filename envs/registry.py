@@ -196,10 +196,15 @@ def _make_playground(name: str, prefix: str, task: str, impl: str, domain_random
     playground_task = dmc.playground_original(task) if prefix == "dmc" else None
     suite = _playground_suite(prefix)
     cfg = suite.get_default_config(playground_task or task)
+    physics = dmc.PHYSICS_OPTIONS.get(task) if prefix == "dmc" else None
+    if physics is not None:
+        cfg.sim_dt = physics["timestep"]
     if push_randomization is not None:
         _switch_pushes(name, cfg, push_randomization)
     # AeroCubeRotateZAxis's config has no impl key: it takes none.
     env = suite.load(playground_task or task, config=cfg, config_overrides={"impl": impl} if "impl" in cfg else {})
+    if physics is not None:
+        dmc.use_dm_control_physics(env, physics)
     if prefix == "dmc" and playground_task is None and task in dmc.CHANGED:
         env = dmc.DmControlTask(env, task)
     episode_length = int(cfg.episode_length) * int(cfg.get("action_repeat", 1))

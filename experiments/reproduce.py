@@ -80,6 +80,7 @@ class Plan:
     loop: Any
     agent_cfg: Any
     tables: dict[str, dict[str, Any]]  # the --steps / --override values, resolved again per task (task tables)
+    unverified: str = ""  # the config's settings no source confirms as the published baseline's
 
     def configs_for(self, task: str):
         """(run, loop, agent config) of one task: the config file's task tables apply under the overrides."""
@@ -127,7 +128,7 @@ def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: in
         task_config = rundir.resolve(config=config, tables=tables, env=task)
         validate(task_config.run, task_config.loop)
     return Plan(agent, config, saved.get("description", ""), spec.get("algorithm", agent.name), tasks, seeds,
-                spec.get("max_return"), run, loop, agent_cfg, tables)
+                spec.get("max_return"), run, loop, agent_cfg, tables, spec.get("unverified", ""))
 
 
 def _parse_value(text: str):
@@ -284,6 +285,7 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
              f"Command: `jaxrl reproduce {plan.config_name} --tasks {' '.join(tasks)} --steps {plan.loop.steps} "
              f"--seeds {plan.seeds}`. Env steps count simulator steps (action repeat {plan.loop.action_repeat} "
              f"included). Published numbers: `{os.path.basename(targets_path)}`, algorithm `{plan.algorithm}`.", "",
+             *([f"**Unverified protocol settings**: {plan.unverified}", ""] if plan.unverified else []),
              "## Per task", "",
              "| task | env steps | ours mean ± std (seeds) | published mean ± std (seeds) "
              "| (ours − published) / published std |",

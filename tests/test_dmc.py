@@ -187,3 +187,23 @@ def test_envs_lists_both_versions_and_says_which_is_which(capsys):
     assert "Playground" in original and "rest" in original
     for task in dmc.CHANGED:
         assert any(line.startswith(f"dmc/{task}Playground ") for line in lines), task
+
+
+def test_the_finger_simulates_with_dm_controls_options(monkeypatch):
+    env = _playground("FingerSpin")
+    options = dict(dmc.FINGER_OPTIONS)
+    env.mj_model.opt.timestep = options["timestep"]  # what loading with sim_dt = 0.01 does
+    dmc.use_dm_control_physics(env, options)
+    opt = env.mj_model.opt
+    assert (opt.integrator, opt.cone) == (mujoco.mjtIntegrator.mjINT_EULER, mujoco.mjtCone.mjCONE_ELLIPTIC)
+    assert (opt.iterations, opt.ls_iterations) == (200, 50)
+    assert not opt.disableflags & mujoco.mjtDisableBit.mjDSBL_EULERDAMP  # damping integrated implicitly
+    assert list(env.mj_model.numeric_data) == [-1, -1]  # no contact budget
+    assert env.mjx_model.opt.iterations == 200 and env.mjx_model.opt.cone == mujoco.mjtCone.mjCONE_ELLIPTIC
+    # The registry applies them to dmc/FingerSpin, loaded with a 0.01 s physics step (two per action), and not to
+    # Playground's original.
+    calls = []
+    monkeypatch.setattr(dmc, "use_dm_control_physics", lambda env, options: calls.append((env.sim_dt, env.n_substeps)))
+    envs.make_raw("dmc/FingerSpin")
+    envs.make_raw("dmc/FingerSpinPlayground")
+    assert calls == [(0.01, 2)]

@@ -40,6 +40,11 @@ def resolve(name: str) -> str:
     raise ConfigError(f"unknown config {name!r}; valid: {', '.join(list_configs())} or a path to a .toml file")
 
 
+# [reproduce]: the targets table's algorithm, the tasks, seeds, the max return (aggregates), and ``unverified``: the
+# protocol's settings that no source confirms as the published baseline's (the report says so).
+REPRODUCE_KEYS = ("algorithm", "tasks", "seeds", "max_return", "unverified")
+
+
 def load(name: str) -> dict[str, Any]:
     """The parsed file: {"agent": str | None, "run": {...}, "loop": {...}, "agent_config": {...}}."""
     path = resolve(name)
@@ -52,6 +57,10 @@ def load(name: str) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"config {path}: unknown key(s) {', '.join(sorted(unknown))}; valid: agent, description, "
                           f"reproduce, tasks, {', '.join(SECTIONS)}")
+    unknown = set(data.get("reproduce", {})) - set(REPRODUCE_KEYS)
+    if unknown:
+        raise ConfigError(f"config {path} [reproduce]: unknown key(s) {', '.join(sorted(unknown))}; valid: "
+                          f"{', '.join(REPRODUCE_KEYS)}")
     tasks = {}
     for env, tables in data.get("tasks", {}).items():
         unknown = set(tables) - set(TASK_SECTIONS)

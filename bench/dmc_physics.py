@@ -1,0 +1,104 @@
+"""How Playground's simulation options for a dmc/ task change what the task asks, against dm_control's options.
+
+Same model, same collision-free initial states (dm_control's rule), same random actions (uniform, held for 5 control
+steps): MuJoCo C and MJX, each with dm_control's options and with Playground's. Prints, per simulator, the mean
+|velocity| of a joint, the fraction of steps above a speed, and a random policy's FingerSpin return.
+
+    python bench/dmc_physics.py                 # the finger (envs/dmc.py: FINGER_OPTIONS), 48 episodes x 500 steps
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+
+import jax
+import jax.numpy as jnp
+import mujoco
+import numpy as np
+from mujoco import mjx
+
+
+def with_options(model, timestep, cone, iterations, ls_iterations):
+    """A copy of ``model`` with dm_control's simulation options (Euler with implicit damping, no contact budget)."""
+    model = copy.deepcopy(model)
+    model.opt.timestep, model.opt.iterations, model.opt.ls_iterations = timestep, iterations, ls_iterations
+    model.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
+    model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC if cone == "elliptic" else mujoco.mjtCone.mjCONE_PYRAMIDAL
+    model.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
+    for name in ("max_geom_pairs", "max_contact_points"):
+        numeric = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC, name)
+        if numeric >= 0:
+            model.numeric_data[model.numeric_adr[numeric]] = -1
+    return model
+
+
+def collision_free_starts(model, n, rng):
+    starts, data = [], mujoco.MjData(model)
+    while len(starts) < n:  # dm_control's finger._set_random_joint_angles
+        low, high = model.jnt_range[:2].T
+        qpos = np.append(rng.uniform(low, high), rng.uniform(-np.pi, np.pi))
+        data.qpos[:] = qpos
+        mujoco.mj_forward(model, data)
+        if data.ncon == 0:
+            starts.append(qpos)
+    return np.array(starts)
+
+
+def rollout_c(model, starts, actions, control_dt, joint):
+    substeps = int(round(control_dt / model.opt.timestep))
+    out = np.zeros(actions.shape[:2])
+    for i, start in enumerate(starts):
+        data = mujoco.MjData(model)
+        data.qpos[:] = start
+        mujoco.mj_forward(model, data)
+        for t, action in enumerate(actions[i]):
+            data.ctrl[:] = action
+            mujoco.mj_step(model, data, nstep=substeps)
+            out[i, t] = data.qvel[joint]
+    return out
+
+
+def rollout_mjx(model, starts, actions, control_dt, joint):
+    mjx_model, substeps = mjx.put_model(model, impl="jax"), int(round(control_dt / model.opt.timestep))
+
+    def episode(qpos, episode_actions):
+        def control_step(data, action):
+            data = jax.lax.fori_loop(0, substeps, lambda _, d: mjx.step(mjx_model, d), data.replace(ctrl=action))
+            return data, data.qvel[joint]
+
+        return jax.lax.scan(control_step, mjx.make_data(mjx_model).replace(qpos=qpos), episode_actions)[1]
+
+    return np.asarray(jax.jit(jax.vmap(episode))(jnp.asarray(starts, jnp.float32), jnp.asarray(actions, jnp.float32)))
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--episodes", type=int, default=48)
+    parser.add_argument("--steps", type=int, default=500)
+    parser.add_argument("--hold", type=int, default=5, help="control steps each random action is held")
+    args = parser.parse_args()
+    from mujoco_playground import dm_control_suite
+
+    from envs.dmc import FINGER_OPTIONS
+
+    playground = dm_control_suite.load("FingerSpin", config_overrides={"impl": "jax"})  # Playground's options
+    model = playground.mj_model
+    dm_control = with_options(model, **FINGER_OPTIONS)
+    rng = np.random.RandomState(0)
+    starts = collision_free_starts(model, args.episodes, rng)
+    actions = np.repeat(rng.uniform(-1, 1, (args.episodes, args.steps // args.hold, model.nu)), args.hold, axis=1)
+    hinge = model.joint("hinge").dofadr[0]
+    print(f"finger, {args.episodes} episodes x {args.steps} control steps of {playground.dt} s, random actions held "
+          f"{args.hold} steps; hinge velocity (rad/s)")
+    print("| simulator | options | mean abs velocity | fraction above 5 | max | random-policy return / 1000 steps |")
+    print("|---|---|---|---|---|---|")
+    for simulator, rollout in (("MuJoCo C", rollout_c), ("MJX", rollout_mjx)):
+        for options, m in (("dm_control", dm_control), ("Playground", model)):
+            v = rollout(m, starts, actions, playground.dt, hinge)
+            ret = (v <= -15).mean(axis=1) * 1000  # finger-spin's reward: hinge velocity <= -15
+            print(f"| {simulator} | {options} | {np.abs(v).mean():.2f} | {(np.abs(v) > 5).mean():.3f} | "
+                  f"{np.abs(v).max():.1f} | {ret.mean():.1f} ± {ret.std(ddof=1) / np.sqrt(len(ret)):.1f} |")
+
+
+if __name__ == "__main__":
+    main()
