@@ -15,7 +15,9 @@ runs MJX's forward pass on each and keeps the first without contact. The first s
 distribution of dm_control's loop exactly; only when every candidate is in contact (probability (1 - p)^K for an
 acceptance rate p, measured per task at ``CANDIDATES``) does it fall back to the candidate whose deepest contact is
 shallowest. The number of candidates is static (one compiled program) and the reset runs only when an episode ends
-(``envs.wrappers.VecEnv.step`` skips it otherwise), so the extra forward passes cost one per candidate per episode.
+(``envs.wrappers.VecEnv.step`` skips it otherwise), so the candidates cost one kinematics and collision pass each
+per episode. Under a vmap over seeds that skip becomes a select and the reset is computed at every step: that is
+why a candidate runs collision detection alone, not MJX's whole forward pass with its constraint solver.
 """
 from __future__ import annotations
 
@@ -118,7 +120,8 @@ def collision_free(check, draw: Callable[[jax.Array, jax.Array], jax.Array], key
 
     def candidate(k):
         qpos = draw(k, rest.qpos)
-        return qpos, contact_depth(mjx.forward(check, rest.replace(qpos=qpos)))
+        # Collision detection reads only the geoms' poses: kinematics, not the whole forward pass with its solver.
+        return qpos, contact_depth(mjx.collision(check, mjx.kinematics(check, rest.replace(qpos=qpos))))
 
     qpos, depth = jax.vmap(candidate)(jax.random.split(key, candidates))
     free = depth <= 0
@@ -136,7 +139,7 @@ def walker_observation(env, data, obs: jax.Array) -> jax.Array:
 # of dm_control/suite/<domain>.xml; the rest are MuJoCo's defaults: Euler with implicit damping, 100/50 solver
 # iterations, no contact budget). The finger: Playground's 0.005 s implicitfast steps, pyramidal cone and 2 solver
 # iterations make the spinner harder to spin (bench/dmc_physics.py: under the same random actions, mean |hinge
-# velocity| 0.81 against 1.06 rad/s in MuJoCo C with dm_control's options; MJX with these options gives 1.09).
+# velocity| 0.82 against 1.06 rad/s in MuJoCo C with dm_control's options; MJX gives 0.81 and 1.08).
 FINGER_OPTIONS = {"timestep": 0.01, "cone": "elliptic", "iterations": 200, "ls_iterations": 50}
 PHYSICS_OPTIONS: dict[str, dict[str, Any]] = {
     "FingerSpin": FINGER_OPTIONS, "FingerTurnEasy": FINGER_OPTIONS, "FingerTurnHard": FINGER_OPTIONS,
@@ -194,13 +197,15 @@ CHANGED = tuple(sorted(set(DRAWS) | set(OBSERVATIONS) | set(PHYSICS_OPTIONS)))
 NOTES: dict[str, str] = {
     "BallInCup": "dm_control's reset: the ball at a random collision-free position (x ~ U(-.2, .2), z ~ U(.2, .5))",
     "Humanoid": "dm_control's reset: random root orientation and joint angles, collision-free",
-    "Finger": "dm_control's reset: independent random joint and spinner angles, collision-free",
+    "Finger": "dm_control's reset (independent random angles, collision-free) and simulation options (0.01 s Euler "
+              "steps, elliptic cone, 200 solver iterations)",
     "Walker": "dm_control's observation: the torso's height (Playground's port observes its upright component)",
 }
 ORIGINAL_NOTES: dict[str, str] = {
     "BallInCup": "Playground's reset: the ball hangs at rest under the cup in every episode",
     "Humanoid": "Playground's reset: standing at rest in the same pose every episode",
-    "Finger": "Playground's reset: the spinner's angle tied to the finger's, about 10 % of starts interpenetrating",
+    "Finger": "Playground's reset (the spinner's angle tied to the finger's, about 10 % of starts interpenetrating) "
+              "and simulation options (the spinner a quarter slower under the same pushes)",
     "Walker": "Playground's observation: the torso's upright component where dm_control has its height",
 }
 
@@ -234,6 +239,8 @@ class DmControlTask:
         self._check = contact_check_model(env.mj_model) if self._draw is not None else None
 
     def __getattr__(self, name):
+        if name == "_env" or name.startswith("__"):  # not set yet (a copy being built): no proxying
+            raise AttributeError(name)
         return getattr(self._env, name)
 
     def _observed(self, state):
@@ -295,6 +302,8 @@ def not_comparable(task: str) -> str | None:
 
 def physics_caveat(task: str) -> str | None:
     """How Playground's simulation of dmc/``task`` differs from dm_control's (None for a name outside dmc/)."""
+    if task in PHYSICS_OPTIONS:  # simulated with dm_control's options
+        return PHYSICS_ALL
     base = playground_original(task) or task
     family = next((f for f in sorted(PHYSICS, key=len, reverse=True) if base.startswith(f)), None)
     return None if family is None else f"{PHYSICS[family]}; {PHYSICS_ALL}"

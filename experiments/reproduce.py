@@ -325,6 +325,9 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
         else:
             lines += ["", "No published aggregate beside ours: it needs a comparable published point for every task "
                       "at this step."]
+        alone = sorted({r["task"] for r in rows if r["not_comparable"]})
+        if alone:
+            lines += ["", f"Ours aggregates every task reported, including those not comparable: {', '.join(alone)}."]
         lines += ["", "![aggregate](aggregate.png)", ""]
     lines += ["## Learning curves", ""]
     lines += [f"![{t}](curve_{t.replace('/', '-')}.png)" for t in tasks]

@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
+import pytest
 
 import envs
 from envs import dmc
@@ -113,6 +114,28 @@ def test_humanoid_draws_dm_controls_random_collision_free_configuration():
     assert (_ncon(model, qpos) == 0).all()
     assert obs.shape == (128, 67) and np.isfinite(obs).all()
     _assert_same_moments(qpos, _rejection_loop(model, _dm_control_joints, 1024, seed=1), [3, 4, 5, 6] + columns)
+
+
+@pytest.mark.parametrize("task", ["BallInCup", "HumanoidWalk"])
+def test_the_jitted_contact_check_agrees_with_mujocos_ncon_both_ways(task):
+    """Raw draws, before any rejection: MJX's verdict on the check model against MuJoCo C's ncon on Playground's
+    model, draw by draw (an accepted draw MuJoCo rejects, or the reverse, would bias the distribution)."""
+    from mujoco import mjx
+
+    model = _playground(task).mj_model
+    check = dmc.contact_check_model(model)
+    rest = mjx.make_data(check)
+
+    @jax.jit
+    @jax.vmap
+    def draw(key):
+        qpos = dmc.DRAWS[task](model, key, rest.qpos)
+        return qpos, dmc.contact_depth(mjx.collision(check, mjx.kinematics(check, rest.replace(qpos=qpos))))
+
+    qpos, depth = draw(jax.random.split(jax.random.PRNGKey(5), 256))
+    touching = _ncon(model, np.asarray(qpos, np.float64)) > 0
+    assert 0.05 < touching.mean() < 0.5  # both verdicts occur
+    np.testing.assert_array_equal(np.asarray(depth) > 0, touching)
 
 
 def test_finger_draws_independent_collision_free_angles():

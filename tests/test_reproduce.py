@@ -181,3 +181,7 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
     assert "| dmc/AcrobotSwingupSparse | 100,000 | 15 ± 7 (2) | not comparable: no published sac result" in text
     assert "- dmc/CheetahRun: 4/8 solver iterations (dm_control: 100/50)" in text  # the simulation caveats
     assert "No published aggregate beside ours" in text
+    assert "including those not comparable: dmc/AcrobotSwingupSparse, dmc/BallInCupPlayground, dmc/FishSwim" in text
+    # dmc/FingerSpin simulates with dm_control's options: only the caveat every MJX task has.
+    assert envs.physics_caveat("dmc/FingerSpin").startswith("float32")
+    assert envs.physics_caveat("dmc/FingerSpinPlayground").startswith("0.005 s implicitfast steps")
