@@ -4,6 +4,11 @@ from types import SimpleNamespace
 import jax
 import pytest
 
+from envs.rendering import select_gl_backend
+
+# MuJoCo reads MUJOCO_GL once, when first imported: pick the backend as jaxrl does before any test module imports
+# mujoco at collection (tests/test_dmc.py does), or the render tests in the same worker meet MuJoCo's default.
+select_gl_backend()
 # Compilation dominates test time on 2 cores: reuse compiled programs across runs (cache outside the checkout).
 jax.config.update("jax_compilation_cache_dir", os.path.expanduser("~/.cache/jaxrl/xla-tests"))
 jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
