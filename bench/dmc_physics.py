@@ -18,17 +18,12 @@ import numpy as np
 from mujoco import mjx
 
 
-def with_options(model, timestep, cone, iterations, ls_iterations):
-    """A copy of ``model`` with dm_control's simulation options (Euler with implicit damping, no contact budget)."""
+def with_options(model, options):
+    """A copy of ``model`` with dm_control's simulation ``options`` (envs/dmc.py: set_dm_control_options)."""
+    from envs.dmc import set_dm_control_options
+
     model = copy.deepcopy(model)
-    model.opt.timestep, model.opt.iterations, model.opt.ls_iterations = timestep, iterations, ls_iterations
-    model.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
-    model.opt.cone = mujoco.mjtCone.mjCONE_ELLIPTIC if cone == "elliptic" else mujoco.mjtCone.mjCONE_PYRAMIDAL
-    model.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
-    for name in ("max_geom_pairs", "max_contact_points"):
-        numeric = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC, name)
-        if numeric >= 0:
-            model.numeric_data[model.numeric_adr[numeric]] = -1
+    set_dm_control_options(model, options)
     return model
 
 
@@ -83,7 +78,7 @@ def main():
 
     playground = dm_control_suite.load("FingerSpin", config_overrides={"impl": "jax"})  # Playground's options
     model = playground.mj_model
-    dm_control = with_options(model, **FINGER_OPTIONS)
+    dm_control = with_options(model, FINGER_OPTIONS)
     rng = np.random.RandomState(0)
     starts = collision_free_starts(model, args.episodes, rng)
     actions = np.repeat(rng.uniform(-1, 1, (args.episodes, args.steps // args.hold, model.nu)), args.hold, axis=1)

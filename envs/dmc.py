@@ -91,21 +91,27 @@ def contact_depth(data) -> jax.Array:
     return jnp.max(contact.includemargin - contact.dist)
 
 
-def contact_check_model(mj_model):
-    """The MJX model collision checks run on: ``mj_model`` without the contact budget Playground's XMLs set for
-    speed (``max_geom_pairs`` culls candidate pairs by bounding-sphere distance before the narrow phase,
-    ``max_contact_points`` keeps the deepest few), which would pass some penetrating draws that MuJoCo counts in
-    ncon (about 0.7 % of the humanoid's)."""
-    import copy
-
+def remove_contact_budget(model) -> None:
+    """Drop the contact budget Playground's XMLs set on MuJoCo model ``model`` for speed, in place:
+    ``max_geom_pairs`` culls candidate pairs by bounding-sphere distance before the narrow phase,
+    ``max_contact_points`` keeps the deepest few; MuJoCo C (and dm_control) has neither."""
     import mujoco
-    from mujoco import mjx
 
-    model = copy.deepcopy(mj_model)
     for name in ("max_geom_pairs", "max_contact_points"):
         numeric = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC, name)
         if numeric >= 0:
             model.numeric_data[model.numeric_adr[numeric]] = -1  # MJX's "no limit"
+
+
+def contact_check_model(mj_model):
+    """The MJX model collision checks run on: ``mj_model`` without its contact budget, which would pass some
+    penetrating draws that MuJoCo counts in ncon (about 0.7 % of the humanoid's)."""
+    import copy
+
+    from mujoco import mjx
+
+    model = copy.deepcopy(mj_model)
+    remove_contact_budget(model)
     return mjx.put_model(model, impl="jax")
 
 
@@ -146,26 +152,29 @@ PHYSICS_OPTIONS: dict[str, dict[str, Any]] = {
 }
 
 
-def use_dm_control_physics(env, options: dict[str, Any]) -> None:
-    """Give Playground env ``env`` (loaded with ``sim_dt = options["timestep"]``) dm_control's solver options:
-    Euler with implicit damping, ``options``' cone and iterations, and no contact budget (``max_contact_points``,
-    ``max_geom_pairs``), then rebuild its MJX model. Playground's decoration cylinders stay without collisions
-    (they sit inside the capsules they decorate)."""
+def set_dm_control_options(model, options: dict[str, Any]) -> None:
+    """MuJoCo model ``model`` with dm_control's simulation ``options`` (timestep, cone, iterations), Euler with
+    implicit damping and no contact budget, in place."""
     import mujoco
-    from mujoco import mjx
 
-    model = env.mj_model
-    assert abs(model.opt.timestep - options["timestep"]) < 1e-12, "load the env with sim_dt = the timestep"
+    model.opt.timestep = options["timestep"]
     model.opt.integrator = mujoco.mjtIntegrator.mjINT_EULER
     model.opt.disableflags &= ~int(mujoco.mjtDisableBit.mjDSBL_EULERDAMP)
     model.opt.cone = {"elliptic": mujoco.mjtCone.mjCONE_ELLIPTIC, "pyramidal": mujoco.mjtCone.mjCONE_PYRAMIDAL}[
         options["cone"]]
     model.opt.iterations, model.opt.ls_iterations = options["iterations"], options["ls_iterations"]
-    for name in ("max_geom_pairs", "max_contact_points"):
-        numeric = mujoco.mj_name2id(model, mujoco.mjtObj.mjOBJ_NUMERIC, name)
-        if numeric >= 0:
-            model.numeric_data[model.numeric_adr[numeric]] = -1
-    env._mjx_model = mjx.put_model(model, impl=env.mjx_model.impl.value)  # Playground reads it on every step
+    remove_contact_budget(model)
+
+
+def use_dm_control_physics(env, options: dict[str, Any]) -> None:
+    """Give Playground env ``env`` (loaded with ``sim_dt = options["timestep"]``, so that its number of physics
+    steps per action is dm_control's) dm_control's simulation options, then rebuild its MJX model. Playground's
+    decoration cylinders stay without collisions (they sit inside the capsules they decorate)."""
+    from mujoco import mjx
+
+    assert abs(env.sim_dt - options["timestep"]) < 1e-12, "load the env with sim_dt = the timestep"
+    set_dm_control_options(env.mj_model, options)
+    env._mjx_model = mjx.put_model(env.mj_model, impl=env.mjx_model.impl.value)  # Playground reads it every step
 
 
 # Playground task -> dm_control's draw of its initial qpos. Tasks not here draw what dm_control draws or start at

@@ -213,10 +213,11 @@ def test_envs_lists_both_versions_and_says_which_is_which(capsys):
 
 
 def test_the_finger_simulates_with_dm_controls_options(monkeypatch):
-    env = _playground("FingerSpin")
-    options = dict(dmc.FINGER_OPTIONS)
-    env.mj_model.opt.timestep = options["timestep"]  # what loading with sim_dt = 0.01 does
-    dmc.use_dm_control_physics(env, options)
+    from mujoco_playground import dm_control_suite
+
+    env = dm_control_suite.load("FingerSpin", config_overrides={"impl": "jax", "sim_dt": 0.01})
+    dmc.use_dm_control_physics(env, dmc.FINGER_OPTIONS)
+    assert env.mj_model.opt.timestep == 0.01 and env.n_substeps == 2
     opt = env.mj_model.opt
     assert (opt.integrator, opt.cone) == (mujoco.mjtIntegrator.mjINT_EULER, mujoco.mjtCone.mjCONE_ELLIPTIC)
     assert (opt.iterations, opt.ls_iterations) == (200, 50)
