@@ -2,7 +2,9 @@
 from envs.raw import RawEnv
 from envs.registry import (
     SUITE_LOOP_DEFAULTS,
+    current_env_name,
     env_note,
+    env_revision,
     list_envs,
     make,
     make_raw,
@@ -12,5 +14,6 @@ from envs.registry import (
 )
 from envs.wrappers import EnvState, Step, VecEnv
 
-__all__ = ["SUITE_LOOP_DEFAULTS", "EnvState", "RawEnv", "Step", "VecEnv", "env_note", "list_envs", "make", "make_raw",
+__all__ = ["SUITE_LOOP_DEFAULTS", "EnvState", "RawEnv", "Step", "VecEnv", "current_env_name", "env_note",
+           "env_revision", "list_envs", "make", "make_raw",
            "not_comparable", "physics_caveat", "suite_loop_defaults"]

@@ -233,6 +233,25 @@ def note(task: str) -> str | None:
     return None
 
 
+# dmc/<Task> of a CHANGED task was Playground's port until it followed dm_control; runs record the revision of the
+# env they trained (config.json "env_revision"; runs saved before record none: revision 1) so that a resume, a report
+# or a sweep never continues or reuses an old run under the new env's name.
+DM_CONTROL_REVISION = 2
+
+
+def revision(task: str) -> int:
+    """The revision of ``dmc/<task>`` this code builds: ``DM_CONTROL_REVISION`` for a changed task, else 1."""
+    return DM_CONTROL_REVISION if task in CHANGED else 1
+
+
+def current_name(task: str, saved_revision: int) -> str:
+    """The task a run saved as ``dmc/<task>`` at ``saved_revision`` trained, by today's name: Playground's port of a
+    changed task is ``<task>Playground`` now."""
+    if task in CHANGED and saved_revision < DM_CONTROL_REVISION:
+        return task + PLAYGROUND_SUFFIX
+    return task
+
+
 def playground_original(task: str) -> str | None:
     """``BallInCupPlayground`` -> ``BallInCup`` (Playground's unchanged task); None for any other name."""
     base = task.removesuffix(PLAYGROUND_SUFFIX)

@@ -105,6 +105,20 @@ def physics_caveat(name: str) -> str | None:
     return dmc.physics_caveat(task) if prefix == "dmc" else None
 
 
+def env_revision(name: str) -> int:
+    """The revision of env ``name`` this code builds; it grows when an env keeps its name but changes what it
+    simulates (dmc/BallInCup and the others of ``envs.dmc.CHANGED`` followed dm_control at revision 2)."""
+    prefix, _, task = name.partition("/")
+    return dmc.revision(task) if prefix == "dmc" else 1
+
+
+def current_env_name(name: str, saved_revision: int) -> str:
+    """Today's name of the env a run saved as ``name`` at ``saved_revision`` trained (``dmc/BallInCup`` saved at
+    revision 1 is ``dmc/BallInCupPlayground``); ``name`` where it did not change."""
+    prefix, _, task = name.partition("/")
+    return f"dmc/{dmc.current_name(task, saved_revision)}" if prefix == "dmc" else name
+
+
 def _unknown(name: str, valid: list[str]) -> ConfigError:
     shown = ", ".join(valid) if len(valid) <= 30 else ", ".join(valid[:30]) + ", ..."
     return ConfigError(f"unknown env {name!r}; valid: {shown} (run `jaxrl envs` to list all)")

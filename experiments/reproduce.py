@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from experiments import rundir
 from jaxrl import ConfigError
 from jaxrl.logging import member_values
 
@@ -188,7 +189,10 @@ def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
         if not len(steps):
             continue
         tasks.append(task)
-        reason = not_comparable(task, targets, plan.algorithm)
+        # The env the run trained, by today's name: a run saved before its task followed dm_control is Playground's.
+        saved = os.path.exists(os.path.join(run_dir, "config.json"))
+        trained = rundir.load_saved(run_dir)["run"]["env"] if saved else task
+        reason = not_comparable(trained, targets, plan.algorithm)
         # A task that is not comparable is never set beside a published number: no column, no point on its curve.
         published = targets.get(dmc_task_name(task) or task, []) if reason is None else []
         per_task[task] = (steps, returns, published)

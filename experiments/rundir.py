@@ -386,7 +386,24 @@ def load_saved(run_dir: str) -> dict[str, Any]:
             raise ValueError("expected the tables run, loop and agent_config")
     except (OSError, ValueError) as e:
         raise ConfigError(f"cannot read the run {run_dir!r}: config.json is unreadable ({e})") from None
-    return saved
+    return with_current_env_name(saved, run_dir)
+
+
+def with_current_env_name(saved: dict[str, Any], where: str) -> dict[str, Any]:
+    """``saved`` with its env by today's name: a run that trained an env before it changed under the same name
+    (``envs.env_revision``; none recorded: revision 1) continues, exports and reports as the env it trained, e.g.
+    ``dmc/BallInCup`` saved before dm_control's reset is ``dmc/BallInCupPlayground``."""
+    import envs
+
+    env = saved["run"].get("env")
+    if not isinstance(env, str):
+        return saved
+    current = envs.current_env_name(env, saved.get("env_revision", 1))
+    if current == env:
+        return saved
+    note(f"{where} trained {env} before that name changed what it simulates (docs/dmc_audit.md); it is "
+         f"{current} now, and the run continues, exports and reports as {current}")
+    return {**saved, "run": {**saved["run"], "env": current}, "env_revision": envs.env_revision(current)}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -129,12 +129,18 @@ def _digest(data, length: int) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:length]
 
 
-def member_id(agent: str, run: dict[str, Any], loop: dict[str, Any], agent_config: dict[str, Any]) -> str:
+def member_id(agent: str, run: dict[str, Any], loop: dict[str, Any], agent_config: dict[str, Any],
+              env_revision: int | None = None) -> str:
     """12 hex digits identifying a member's result: the agent (as named in the sweep file), its run config (env,
-    seed, physics; not the ``NON_DEFINING_RUN_FIELDS``), its loop config and its agent config, all resolved."""
+    seed, physics; not the ``NON_DEFINING_RUN_FIELDS``), its loop config and its agent config, all resolved; and the
+    env's revision (``envs.env_revision``, today's unless given) where it is above 1, so a member that trained an
+    env before it changed under the same name keeps its id and is never reused as the new env's."""
+    import envs
+
     run = {k: v for k, v in run.items() if k not in NON_DEFINING_RUN_FIELDS}
+    revision = envs.env_revision(run["env"]) if env_revision is None else env_revision
     return _digest({"agent": agent, "env": run["env"], "seed": run["seed"], "run": run, "loop": loop,
-                    "agent_config": agent_config}, 12)
+                    "agent_config": agent_config, **({"env_revision": revision} if revision > 1 else {})}, 12)
 
 
 def program_name(env: str, ids) -> str:
@@ -323,7 +329,8 @@ def finished(out_dir: str, member: Member) -> bool:
         return False
     with open(os.path.join(where, "config.json")) as f:
         saved = json.load(f)
-    if member_id(saved["agent"], saved["run"], saved["loop"], saved["agent_config"]) != member.id:
+    if member_id(saved["agent"], saved["run"], saved["loop"], saved["agent_config"],
+                 saved.get("env_revision", 1)) != member.id:
         raise ConfigError(f"{where} holds the result of other settings than its id says (edited or damaged); "
                           "move it away and rerun the sweep")
     return True
@@ -387,9 +394,11 @@ def describe(sweep: Sweep, out_dir: str) -> str:
 
 
 def _definition(sweep_agent: str, member: Member) -> dict[str, Any]:
+    import envs
     from experiments.rundir import config_to_dict
 
-    return {"agent": sweep_agent, "env": member.env, "seed": member.seed, "values": member.values,
+    return {"agent": sweep_agent, "env": member.env, "env_revision": envs.env_revision(member.env),
+            "seed": member.seed, "values": member.values,
             "run": config_to_dict(member.run), "loop": config_to_dict(member.loop),
             "agent_config": config_to_dict(member.agent_cfg)}
 
@@ -436,6 +445,11 @@ def _member_from_definition(agent, mid: str, d: dict[str, Any]) -> Member:
 
     member = Member(-1, d["env"], d["seed"], d["values"], mid, config_from_dict(RunConfig, d["run"]),
                     config_from_dict(LoopConfig, d["loop"]), config_from_dict(agent.Config, d["agent_config"]))
+    import envs
+
+    if d.get("env_revision", 1) != envs.env_revision(d["env"]):
+        raise ConfigError(f"plan.json: member {mid} was planned for {d['env']} before that env changed "
+                          "(docs/dmc_audit.md); run jaxrl sweep again to plan it anew")
     if member_id(d["agent"], d["run"], d["loop"], d["agent_config"]) != mid:
         raise ConfigError(f"plan.json: the definition of member {mid} does not hash to its id (edited?)")
     return member

@@ -448,6 +448,8 @@ def _start_or_restore(prepared: _Prepared):
 def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
     """Write config.json (process 0): the resolved configs, the members of a sweep group, and every change a
     resume applied with the env step it applied from. Returns those changes."""
+    import envs
+
     saved, request, run, trainer, mesh = prepared.saved, prepared.request, prepared.run, prepared.trainer, prepared.mesh
     changes = list(saved.get("changes", [])) if saved is not None else []
     if request is not None and request.changes:
@@ -456,7 +458,8 @@ def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
     if prepared.primary:
         members = [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in prepared.members]
         _write_or_fail(os.path.join(run.run_dir, "config.json"), {
-            "agent": prepared.agent.name, "run": config_to_dict(run), "loop": config_to_dict(prepared.loop),
+            "agent": prepared.agent.name, "env_revision": envs.env_revision(run.env), "run": config_to_dict(run),
+            "loop": config_to_dict(prepared.loop),
             "agent_config": config_to_dict(prepared.agent_cfg),
             **({"members": members} if prepared.custom_members else {}),
             **({"changes": changes} if changes else {}),

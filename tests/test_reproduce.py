@@ -150,9 +150,9 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
     """A task whose env differs from the benchmark's (Playground's fish model) and one without a published row are
     reported alone, never beside a number; a comparable task keeps its published column (fabricated runs: the report
     reads only metrics.jsonl)."""
-    tasks = ["dmc/CheetahRun", "dmc/FishSwim", "dmc/AcrobotSwingupSparse", "dmc/BallInCupPlayground"]
+    tasks = ["dmc/CheetahRun", "dmc/FishSwim", "dmc/AcrobotSwingupSparse", "dmc/BallInCupPlayground", "dmc/BallInCup"]
     plan = reproduce.make_plan("sac_dmc", tasks, 100_000, 2, [])
-    assert reproduce.note_unpublished(plan) == tasks[1:]
+    assert reproduce.note_unpublished(plan) == tasks[1:4]
     err = capsys.readouterr().err
     assert "dmc/FishSwim is not comparable with published sac results: the env differs" in err
     assert "dmc/BallInCupPlayground is not comparable" in err and "hangs at rest" in err
@@ -162,14 +162,20 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
         "sac,dmc,cheetah-run,100000,300,50,3,test\n"
         "sac,dmc,fish-swim,100000,400,40,3,test\n"
         "sac,dmc,cup-catch,100000,900,10,3,test\n")
-    for task, values in zip(tasks, ([350, 250], [100, 200], [10, 20], [0, 0]), strict=True):
+    for task, values in zip(tasks, ([350, 250], [100, 200], [10, 20], [0, 0], [0, 0]), strict=True):
         run_dir = tmp_path / "out" / "runs" / task.replace("/", "-")
         run_dir.mkdir(parents=True)
         row = {"env_steps": 100_000, "eval/return": float(np.mean(values)),
                "eval/return/seed0": values[0], "eval/return/seed1": values[1]}
         (run_dir / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    # A dmc/BallInCup run saved before the task followed dm_control (its config.json records no env revision) trained
+    # Playground's port: it is reported as that, never beside cup-catch's 900.
+    (tmp_path / "out" / "runs" / "dmc-BallInCup" / "config.json").write_text(json.dumps(
+        {"agent": "sac", "run": {"env": "dmc/BallInCup"}, "loop": {}, "agent_config": {}}))
     path = reproduce.write_report(plan, str(tmp_path / "out"), str(tmp_path / "targets.csv"))
+    assert "trained dmc/BallInCup before that name changed" in capsys.readouterr().err
     rows = {r["task"]: r for r in json.load(open(tmp_path / "out" / "report.json"))["rows"]}
+    assert "hangs at rest" in rows["dmc/BallInCup"]["not_comparable"] and "z" not in rows["dmc/BallInCup"]
     assert rows["dmc/CheetahRun"]["not_comparable"] is None and rows["dmc/CheetahRun"]["z"] == 0.0
     assert rows["dmc/FishSwim"]["not_comparable"].startswith("the env differs from the benchmark's: Playground's fish")
     assert "published_mean" not in rows["dmc/FishSwim"] and "z" not in rows["dmc/FishSwim"]  # its row 400 unused
@@ -181,7 +187,8 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
     assert "| dmc/AcrobotSwingupSparse | 100,000 | 15 ± 7 (2) | not comparable: no published sac result" in text
     assert "- dmc/CheetahRun: 4/8 solver iterations (dm_control: 100/50)" in text  # the simulation caveats
     assert "No published aggregate beside ours" in text
-    assert "including those not comparable: dmc/AcrobotSwingupSparse, dmc/BallInCupPlayground, dmc/FishSwim" in text
+    assert ("including those not comparable: dmc/AcrobotSwingupSparse, dmc/BallInCup, dmc/BallInCupPlayground, "
+            "dmc/FishSwim") in text
     # dmc/FingerSpin simulates with dm_control's options: only the caveat every MJX task has.
     assert envs.physics_caveat("dmc/FingerSpin").startswith("float32")
     assert envs.physics_caveat("dmc/FingerSpinPlayground").startswith("0.005 s implicitfast steps")

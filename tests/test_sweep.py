@@ -1,4 +1,5 @@
 """Sweeps: members batched in one vmapped program equal their own runs; grouping; files; export; launchers."""
+import dataclasses
 import json
 import os
 import subprocess
@@ -174,6 +175,31 @@ def test_member_ids_are_stable_across_reorderings_and_change_with_any_defining_f
     # A point repeated in the file is one member: one run, shared by both rows.
     spec = sweep_lib.load(write(tmp_path, IDS.replace("actor_lr = [3e-4, 1e-3]", "actor_lr = [3e-4, 3e-4]")))
     assert len(spec.members) == 8 and sum(len(g.members) for g in sweep_lib.plan(spec, str(tmp_path / "out"))) == 4
+
+
+def test_a_member_saved_before_its_env_changed_is_never_reused_for_the_new_env(tmp_path):
+    """dmc/BallInCup followed dm_control at env revision 2 (docs/dmc_audit.md). A member finished on Playground's port
+    (saved without a revision) keeps its id, which is not the new member's: the sweep trains the new env. Members of
+    unchanged envs keep the ids they always had, and a plan.json written before the change is refused by name."""
+    spec = sweep_lib.load(write(tmp_path, IDS.replace('"toy/Pendulum"', '"dmc/BallInCup"')))
+    member = spec.members[0]
+    definition = sweep_lib._definition("sac", member)
+    assert definition["env_revision"] == 2
+    old = {k: v for k, v in definition.items() if k != "env_revision"}
+    old_id = sweep_lib.member_id("sac", old["run"], old["loop"], old["agent_config"], env_revision=1)
+    assert old_id != member.id
+    where = tmp_path / "out" / "members" / old_id
+    where.mkdir(parents=True)
+    (where / "config.json").write_text(json.dumps(old))
+    (where / "metrics.csv").write_text("env_steps,eval/return\n400,0.0\n")
+    (where / "summary.json").write_text("{}")
+    assert not sweep_lib.finished(str(tmp_path / "out"), member)
+    assert sweep_lib.finished(str(tmp_path / "out"), dataclasses.replace(member, id=old_id))  # the old result stays readable
+    with pytest.raises(ConfigError, match="planned for dmc/BallInCup before that env changed"):
+        sweep_lib._member_from_definition(sac.AGENT, old_id, old)
+    pendulum = sweep_lib.load(write(tmp_path, IDS)).members[0]
+    d = sweep_lib._definition("sac", pendulum)
+    assert sweep_lib.member_id("sac", d["run"], d["loop"], d["agent_config"], env_revision=1) == pendulum.id
 
 
 def test_a_job_runs_exactly_the_members_it_was_given(tmp_path, monkeypatch):

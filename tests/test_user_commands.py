@@ -1,6 +1,7 @@
 """What users type: the README's commands verbatim from another working directory, every path form, every stop
 signal at any moment, out of memory, unwritable places, malformed flags, and run and sweep directories never
 mistaken for each other. Every failure is one line (issue 30)."""
+import dataclasses
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import jax
 import pytest
 
 from experiments import rundir
-from jaxrl import checkpoint
+from jaxrl import ConfigError, checkpoint
 from tests.helpers import TINY, assert_one_line_error, tmpfs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -351,3 +352,24 @@ def test_a_short_run_saved_by_an_older_jaxrl_keeps_its_chunk_when_resumed_longer
     saved = rundir.load_saved(copy_run(two_seeds, tmp_path / "old"))
     saved["loop"]["eval_every"], saved["resolved"]["chunk_env_steps"] = 10_000, 400
     assert rundir.resolve(saved=saved, run_dir=str(tmp_path / "old")).loop.eval_every == 400
+
+
+def test_a_run_saved_before_its_env_changed_continues_as_the_env_it_trained(two_seeds, tmp_path, capsys):
+    """dmc/FingerSpin follows dm_control since env revision 2; a run saved before (no revision in config.json)
+    trained Playground's port, now dmc/FingerSpinPlayground: resume, export and reports read it as that, and
+    `reproduce`'s reuse refuses it for the new dmc/FingerSpin instead of continuing it on another env."""
+    from experiments.train import continue_or_start
+
+    run_dir = copy_run(two_seeds, tmp_path / "old")
+    path = os.path.join(run_dir, "config.json")
+    saved = json.load(open(path))
+    assert saved["env_revision"] == 1  # toy/Pendulum never changed
+    saved["run"]["env"] = "dmc/FingerSpin"
+    json.dump({k: v for k, v in saved.items() if k != "env_revision"}, open(path, "w"))
+    assert rundir.load_saved(run_dir)["run"]["env"] == "dmc/FingerSpinPlayground"
+    assert "trained dmc/FingerSpin before that name changed" in capsys.readouterr().err
+    base = rundir.resolve(saved=rundir.load_saved(run_dir), run_dir=run_dir)
+    with pytest.raises(ConfigError, match="run.env: 'dmc/FingerSpinPlayground' there, 'dmc/FingerSpin' now"):
+        continue_or_start(base.agent, dataclasses.replace(base.run, env="dmc/FingerSpin"), base.loop, base.agent_cfg)
+    json.dump({**saved, "env_revision": 2}, open(path, "w"))
+    assert rundir.load_saved(run_dir)["run"]["env"] == "dmc/FingerSpin"
