@@ -67,6 +67,7 @@ def take_member(state, k: int):
 
 
 def export_member(run_dir: str, member: int, out_dir: str) -> str:
+    import envs
     from experiments import rundir
     from jaxrl import checkpoint
     from jaxrl.files import write_json, write_text_atomic
@@ -87,8 +88,8 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
     os.makedirs(out_dir, exist_ok=True)
     run = dataclasses.replace(restored.run, seed=seed, seeds=1, run_dir=out_dir, shard_members=False)
     write_json(os.path.join(out_dir, "config.json"), {
-        "agent": agent.name, "run": rundir.config_to_dict(run), "loop": rundir.config_to_dict(loop),
-        "agent_config": rundir.config_to_dict(cfg), "resolved": saved.get("resolved", {}),
+        "agent": agent.name, "env_revision": envs.env_revision(run.env), "run": rundir.config_to_dict(run),
+        "loop": rundir.config_to_dict(loop), "agent_config": rundir.config_to_dict(cfg), "resolved": saved.get("resolved", {}),
         "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step}})
     checkpoint.save(checkpoint.manager(os.path.join(out_dir, "checkpoints"), run.keep_checkpoints), step,
                     take_member(state, member))

@@ -194,7 +194,7 @@ def test_a_member_saved_before_its_env_changed_is_never_reused_for_the_new_env(t
     (where / "metrics.csv").write_text("env_steps,eval/return\n400,0.0\n")
     (where / "summary.json").write_text("{}")
     assert not sweep_lib.finished(str(tmp_path / "out"), member)
-    assert sweep_lib.finished(str(tmp_path / "out"), dataclasses.replace(member, id=old_id))  # the old result stays readable
+    assert sweep_lib.finished(str(tmp_path / "out"), dataclasses.replace(member, id=old_id))  # still readable
     with pytest.raises(ConfigError, match="planned for dmc/BallInCup before that env changed"):
         sweep_lib._member_from_definition(sac.AGENT, old_id, old)
     pendulum = sweep_lib.load(write(tmp_path, IDS)).members[0]

@@ -86,6 +86,7 @@ def test_every_path_form_works_relative_absolute_trailing_slash_symlinked_and_fr
     assert exported.returncode == 0, exported.stderr
     printed = re.search(r"jaxrl train --resume (\S+) continues it", exported.stdout).group(1)
     assert printed == "../runs/m1"
+    assert json.load(open(tmp_path / "runs" / "m1" / "config.json"))["env_revision"] == 1  # the env it trained
     continued = jaxrl_in(sub, "train", "--resume", printed, "--steps", "800")  # the line export printed, as printed
     assert continued.returncode == 0, continued.stderr
     onnx = jaxrl_in(sub, "export", str(tmp_path / "runs" / "x"), "--onnx", "p.onnx")
