@@ -89,7 +89,8 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
     run = dataclasses.replace(restored.run, seed=seed, seeds=1, run_dir=out_dir, shard_members=False)
     write_json(os.path.join(out_dir, "config.json"), {
         "agent": agent.name, "env_revision": envs.env_revision(run.env), "run": rundir.config_to_dict(run),
-        "loop": rundir.config_to_dict(loop), "agent_config": rundir.config_to_dict(cfg), "resolved": saved.get("resolved", {}),
+        "loop": rundir.config_to_dict(loop), "agent_config": rundir.config_to_dict(cfg),
+        "resolved": saved.get("resolved", {}),
         "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step}})
     checkpoint.save(checkpoint.manager(os.path.join(out_dir, "checkpoints"), run.keep_checkpoints), step,
                     take_member(state, member))
