@@ -49,6 +49,7 @@ from jaxrl.networks import (
     tanh_gaussian_act,
 )
 from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
@@ -113,6 +114,7 @@ class State:
     # iterations that skip the policy
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
+    progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
 
 
 # ---------------------------------------------------------------------------------------------- losses

@@ -43,6 +43,7 @@ from jaxrl.distributional import c51_target, categorical_cross_entropy, expected
 from jaxrl.losses import init_temperature, polyak_update, temperature_loss
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import grad_norm_metrics, gradient_step, official_delayed_turn
+from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
@@ -108,6 +109,7 @@ class State:
     last_actor_metrics: dict[str, jax.Array]  # the last actor step's (DELAYED_METRICS), repeated in between
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
+    progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
 
 
 # ---------------------------------------------------------------------------------------------- losses

@@ -37,6 +37,7 @@ from jaxrl.hyperspherical import HyperCriticEnsemble, HyperTanhGaussianActor, pr
 from jaxrl.losses import init_temperature, polyak_update, temperature_loss
 from jaxrl.networks import reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
@@ -94,6 +95,7 @@ class State:
     alpha_opt_state: Any
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
+    progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
 
 
 # ---------------------------------------------------------------------------------------------- losses

@@ -25,6 +25,7 @@ from jaxrl.agent import Agent
 from jaxrl.losses import polyak_update, td_target
 from jaxrl.networks import MLP, CriticEnsemble, reading
 from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
@@ -78,6 +79,7 @@ class State:
     # that skip the actor
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
+    progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
 
 
 # ---------------------------------------------------------------------------------------------- losses

@@ -42,6 +42,7 @@ from jaxrl.losses import polyak_update
 from jaxrl.networks import select_part, simnorm, tanh_log_det_jacobian
 from jaxrl.optim import grad_norm_metrics, gradient_step
 from jaxrl.planning import PlannerConfig, plan, shift_mean
+from jaxrl.progress import Progress, progress_field
 from jaxrl.regression import bins, soft_cross_entropy, two_hot, two_hot_inverse
 from jaxrl.types import EnvSpec, WindowBatch, zeros_obs
 
@@ -212,6 +213,7 @@ class State:
     q_scale: jax.Array  # S: running 5-95 percentile range of Q, starts at 1
     model: nn.Module = flax.struct.field(pytree_node=False)
     policy: nn.Module = flax.struct.field(pytree_node=False)
+    progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
 
 
 # ---------------------------------------------------------------------------------------------- losses

@@ -15,6 +15,7 @@ import contextlib
 import dataclasses
 import io
 import os
+import re
 import sys
 from typing import Annotated
 
@@ -135,7 +136,7 @@ def _train_flags(base, rest: list[str]):
     Args = dataclasses.make_dataclass("TrainArgs", [
         ("run", Annotated[RunConfig, tyro.conf.OmitArgPrefixes]),
         ("loop", Annotated[LoopConfig, tyro.conf.OmitArgPrefixes]),
-        (name, Annotated[base.agent.Config, tyro.conf.arg(name=name)]),
+        ("agent_config", Annotated[base.agent.Config, tyro.conf.arg(name=flag_prefix(name))]),
     ])
     captured = io.StringIO()
     try:
@@ -147,14 +148,20 @@ def _train_flags(base, rest: list[str]):
             raise
         raise UsageError(_tyro_error(captured.getvalue(), "jaxrl train") + _other_agent_hint(rest, name)) from None
     sys.stderr.write(captured.getvalue())
-    return args.run, args.loop, getattr(args, name)
+    return args.run, args.loop, args.agent_config
+
+
+def flag_prefix(agent_name: str) -> str:
+    """The prefix of an agent's flags (``--<prefix>.<field>``): its name, with each run of characters other than
+    letters, digits, ``_`` and ``-`` (a plug-in named after its import path has ``.`` and ``:``) as one ``-``."""
+    return re.sub(r"[^A-Za-z0-9_-]+", "-", agent_name).strip("-") or "agent"
 
 
 def _other_agent_hint(flags: list[str], name: str) -> str:
     """For ``--agent sac --td3.policy-noise 0.3``: which agent that flag belongs to."""
     from agents import list_agents
 
-    own = name.replace("_", "-")
+    own = flag_prefix(name).replace("_", "-")
     for flag in flags:
         option = flag.partition("=")[0]
         prefix = option[2:].partition(".")[0] if option.startswith("--") and "." in option else None
@@ -165,13 +172,13 @@ def _other_agent_hint(flags: list[str], name: str) -> str:
 
 
 def _train_description(name: str) -> str:
-    return (f"Train {name}. Agent flags: --{name.replace('_', '-')}.*; --agent NAME picks another agent, --resume "
-            "RUN_DIR continues a run (numeric agent fields and --steps may change there; fields the checkpoint fixes "
-            "may not). Exit codes: 0 done (or already finished), 2 bad input (out of memory included), 3 non-finite "
-            "loss, 4 a write failed (disk full or read-only), 128+N stopped by signal N (SIGINT, SIGTERM, SIGHUP, "
-            "SIGQUIT, SIGUSR1, SIGUSR2: with a checkpoint, or before the run wrote anything). Without --config, a "
-            f"suite's loop defaults apply under the agent's and the flags: {_suite_defaults_text()}; the defaults "
-            "shown are those of --env's suite.")
+    return (f"Train {name}. Agent flags: --{flag_prefix(name).replace('_', '-')}.*; --agent NAME picks another "
+            "agent, --resume RUN_DIR continues a run (numeric agent fields and --steps may change there; fields the "
+            "checkpoint fixes may not). Exit codes: 0 done (or already finished), 2 bad input (out of memory "
+            "included), 3 non-finite loss, 4 a write failed (disk full or read-only), 128+N stopped by signal N "
+            "(SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2: with a checkpoint, or before the run wrote "
+            "anything). Without --config, a suite's loop defaults apply under the agent's and the flags: "
+            f"{_suite_defaults_text()}; the defaults shown are those of --env's suite.")
 
 
 def _train(argv: list[str]) -> int:
@@ -302,15 +309,17 @@ def _reproduce(argv: list[str]) -> int:
                         help="change one config field, e.g. loop.num_envs=16 or agent_config.actor_lr=1e-3")
     parser.add_argument("--targets", default=reproduce.TARGETS, help="published results: a CSV, or a directory of them")
     parser.add_argument("--report-only", action="store_true", help="write the report from the runs already there")
+    parser.add_argument("--agent", default=None, help="train this agent (a plug-in module:ATTR) under the protocol in "
+                        "place of the config's; the report sets it beside the config's published numbers")
     args = parser.parse_args(argv)
     out = args.out or os.path.join("reproduce", os.path.splitext(os.path.basename(args.config))[0])
     try:
         if args.report_only:
-            plan = reproduce.make_plan(args.config, args.tasks, args.steps, args.seeds, args.override)
+            plan = reproduce.make_plan(args.config, args.tasks, args.steps, args.seeds, args.override, args.agent)
             path = reproduce.write_report(plan, out, args.targets)
         else:
             path = reproduce.reproduce(args.config, out, args.tasks, args.steps, args.seeds, args.override,
-                                       targets_path=args.targets)
+                                       targets_path=args.targets, agent=args.agent)
     except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
         return _failure(e, "the reproduction: finished tasks are reused")
     print(f"report: {path}")

@@ -83,12 +83,12 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
     rundir.check_path(out_dir, "--out")
     rundir.check_location(out_dir, "--out")
     restored = restore_run(run_dir)
-    agent, loop, state, step = restored.agent, restored.loop, restored.state, restored.step
+    loop, state, step = restored.loop, restored.state, restored.step
     seed, cfg = restored.members[member]
     os.makedirs(out_dir, exist_ok=True)
     run = dataclasses.replace(restored.run, seed=seed, seeds=1, run_dir=out_dir, shard_members=False)
     write_json(os.path.join(out_dir, "config.json"), {
-        "agent": agent.name, "env_revision": envs.env_revision(run.env), "run": rundir.config_to_dict(run),
+        "agent": saved["agent"], "env_revision": envs.env_revision(run.env), "run": rundir.config_to_dict(run),
         "loop": rundir.config_to_dict(loop), "agent_config": rundir.config_to_dict(cfg),
         "resolved": saved.get("resolved", {}),
         "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step}})

@@ -82,18 +82,21 @@ class Plan:
     agent_cfg: Any
     tables: dict[str, dict[str, Any]]  # the --steps / --override values, resolved again per task (task tables)
     unverified: str = ""  # the config's settings no source confirms as the published baseline's
+    agent_name: str | None = None  # --agent: a plug-in trained under the protocol in place of its agent
 
     def configs_for(self, task: str):
         """(run, loop, agent config) of one task: the config file's task tables apply under the overrides."""
         from experiments import rundir
 
-        resolved = rundir.resolve(config=self.config_name, tables=self.tables, env=task)
+        resolved = rundir.resolve(self.agent_name, config=self.config_name, tables=self.tables, env=task)
         run = dataclasses.replace(resolved.run, env=task, seeds=self.seeds)
         return run, resolved.loop, resolved.agent_cfg
 
 
 def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: int | None,
-              overrides: list[str]) -> Plan:
+              overrides: list[str], agent: str | None = None) -> Plan:
+    """What ``jaxrl reproduce`` runs; ``agent`` (``--agent``, e.g. a plug-in ``module:ATTR``) trains under the
+    config's protocol in place of its agent, and is reported beside the published numbers of the config's."""
     from experiments import configs, rundir
 
     saved = configs.load(config)
@@ -111,7 +114,8 @@ def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: in
         tables[section][field] = _parse_value(value)
     if steps is not None:
         tables["loop"]["steps"] = steps
-    resolved = rundir.resolve(config=config, tables=tables)
+    resolved = rundir.resolve(agent, config=config, tables=tables)
+    agent_name = agent
     agent, run, loop, agent_cfg = resolved.agent, resolved.run, resolved.loop, resolved.agent_cfg
     seeds = spec.get("seeds", 1) if seeds is None else seeds
     if seeds <= 0:
@@ -126,10 +130,10 @@ def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: in
     from experiments.train import validate
 
     for task in tasks:  # every task's own values must be valid before the first one trains (one-line errors)
-        task_config = rundir.resolve(config=config, tables=tables, env=task)
+        task_config = rundir.resolve(agent_name, config=config, tables=tables, env=task)
         validate(task_config.run, task_config.loop)
     return Plan(agent, config, saved.get("description", ""), spec.get("algorithm", agent.name), tasks, seeds,
-                spec.get("max_return"), run, loop, agent_cfg, tables, spec.get("unverified", ""))
+                spec.get("max_return"), run, loop, agent_cfg, tables, spec.get("unverified", ""), agent_name)
 
 
 def _parse_value(text: str):
@@ -287,8 +291,11 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
     lines = [f"# Reproduction report: `{plan.config_name}` ({plan.agent.name})", "",
              plan.description, "",
              f"Command: `jaxrl reproduce {plan.config_name} --tasks {' '.join(tasks)} --steps {plan.loop.steps} "
-             f"--seeds {plan.seeds}`. Env steps count simulator steps (action repeat {plan.loop.action_repeat} "
+             f"--seeds {plan.seeds}" + (f" --agent {plan.agent_name}" if plan.agent_name else "")
+             + "`. Env steps count simulator steps (action repeat {plan.loop.action_repeat} "
              f"included). Published numbers: `{os.path.basename(targets_path)}`, algorithm `{plan.algorithm}`.", "",
+             *([f"**Agent**: `{plan.agent_name}` trained under this protocol in place of its own agent; the published "
+                f"numbers are those of `{plan.algorithm}`.", ""] if plan.agent_name else []),
              *([f"**Unverified protocol settings**: {plan.unverified}", ""] if plan.unverified else []),
              "## Per task", "",
              "| task | env steps | ours mean ± std (seeds) | published mean ± std (seeds) "
@@ -370,8 +377,8 @@ def configs_tasks(config: str) -> list[str]:
 
 
 def reproduce(config: str, out_dir: str, tasks=None, steps=None, seeds=None, overrides=(), quiet=False,
-              targets_path: str = TARGETS) -> str:
-    plan = make_plan(config, tasks, steps, seeds, list(overrides))
+              targets_path: str = TARGETS, agent: str | None = None) -> str:
+    plan = make_plan(config, tasks, steps, seeds, list(overrides), agent)
     note_unpublished(plan, targets_path)
     os.makedirs(out_dir, exist_ok=True)
     run_tasks(plan, out_dir, quiet)

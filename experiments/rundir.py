@@ -441,7 +441,11 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
         task = env or (tables or {}).get("run", {}).get("env") or source["run"].get("env") or DEFAULT_ENV
         source = configs.for_task(source, task)
     if saved is not None and agent_name and agent_name != saved.get("agent"):
-        raise ConfigError(f"--agent {agent_name} does not match the resumed run's agent {saved.get('agent')!r}")
+        named = get_agent(agent_name)
+        # A plug-in run saved before runs recorded import paths holds the agent's name: its path may be given.
+        if not (":" in agent_name and named.name == saved.get("agent")):
+            raise ConfigError(f"--agent {agent_name} does not match the resumed run's agent {saved.get('agent')!r}")
+        saved = {**saved, "agent": agent_name}
     if saved is None and config is not None and agent_name and source.get("agent") \
             and agent_name != source.get("agent"):
         if ":" not in agent_name:  # a built-in agent under another agent's protocol: its settings were never meant
@@ -450,7 +454,13 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
                               "(jaxrl configs lists them)")
         note(f"plug-in agent {agent_name} trains under config {config}'s protocol (written for "
              f"{source.get('agent')!r}): its [loop] and [agent_config] tables apply, --agent wins")
-    agent = get_agent(agent_name or (source or {}).get("agent") or "sac")
+    try:
+        agent = get_agent(agent_name or (source or {}).get("agent") or "sac")
+    except ConfigError as e:
+        if saved is None or agent_name:
+            raise
+        raise ConfigError(f"{e}; a plug-in run saved before jaxrl recorded import paths holds only the agent's name: "
+                          "resume it with --agent module:ATTRIBUTE") from None
     where = where or (f"{run_dir}/config.json" if saved is not None else f"config {config}" if config else "config")
     for section in SECTIONS:
         sections[section].update((source or {}).get(section, {}))

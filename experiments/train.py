@@ -231,6 +231,18 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
                 lock.release()
 
 
+def recorded_agent(agent) -> str:
+    """What ``config.json`` records as the run's agent: what ``agents.get_agent`` loads it back from (a registered
+    name or a plug-in's ``module:ATTRIBUTE``), else its name, said once: such a run cannot be resumed by name."""
+    from agents import agent_spec
+
+    spec = agent_spec(agent)
+    if spec is None:
+        rundir.note(f"agent {agent.name!r} is held by no importable module (built in __main__ or a notebook?): the run "
+                    "records only its name, so `jaxrl train --resume` cannot load it; define it at module level")
+    return spec or agent.name
+
+
 def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, members) -> _Prepared:
     """Every check that can fail before a file is written (configs, run directory, memory, disk), then the
     program, compiled (its memory checked against the device's)."""
@@ -246,6 +258,8 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     saved, request = None, None
     if resume:
         saved = rundir.load_saved(run_dir)
+        if saved.get("agent") == agent.name:  # a plug-in run saved by its name before runs recorded import paths
+            saved = {**saved, "agent": recorded_agent(agent)}
         request = rundir.resume_request(agent, saved, run, loop, agent_cfg)
         _check_resumed_members(agent, saved, run_dir, members, custom_members, request)
         rundir.check_writable(run_dir)
@@ -458,8 +472,8 @@ def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
     if prepared.primary:
         members = [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in prepared.members]
         _write_or_fail(os.path.join(run.run_dir, "config.json"), {
-            "agent": prepared.agent.name, "env_revision": envs.env_revision(run.env), "run": config_to_dict(run),
-            "loop": config_to_dict(prepared.loop),
+            "agent": recorded_agent(prepared.agent), "env_revision": envs.env_revision(run.env),
+            "run": config_to_dict(run), "loop": config_to_dict(prepared.loop),
             "agent_config": config_to_dict(prepared.agent_cfg),
             **({"members": members} if prepared.custom_members else {}),
             **({"changes": changes} if changes else {}),

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
+from jaxrl import progress as progress_lib
 from jaxrl import sharding as sharding_lib
 from jaxrl.agent import Agent
 from jaxrl.evaluate import evaluate
@@ -293,6 +294,8 @@ class Program:
     buffer_layout: buffer_lib.Layout
     first_update_env_step: int
     metric_shapes: Mapping[str, jax.ShapeDtypeStruct]  # what ``learn`` returns per seed
+    planned_updates: int = 0  # what the whole run does (``jaxrl.progress.Progress``'s totals)
+    planned_env_steps: int = 0
 
     @property
     def spec(self) -> EnvSpec:
@@ -302,6 +305,10 @@ class Program:
     @property
     def metric_names(self) -> tuple[str, ...]:
         return tuple(sorted(self.metric_shapes))
+
+    def progress(self, updates, env_steps) -> progress_lib.Progress:
+        """What the agent's functions see as ``state.progress`` at these counters (``jaxrl.progress``)."""
+        return progress_lib.at(updates, env_steps, self.planned_updates, self.planned_env_steps)
 
     @functools.cached_property
     def initial_state(self):
@@ -330,18 +337,19 @@ def observe(program: Program, normalizers: Normalizers, obs):
     return normalize_obs(normalizers.obs, obs) if program.loop.normalize_obs else obs
 
 
-def policy_actions(program: Program, agent_state, hparams, normalizers, env_state, acting_carry, key):
-    """The agent's exploring actions for every env. An env that starts an episode starts from a fresh acting
-    carry (e.g. a zero planner warm start)."""
+def policy_actions(program: Program, agent_state, hparams, normalizers, env_state, acting_carry, key, progress=None):
+    """The agent's exploring actions for every env, ``state.progress`` set to ``progress`` (default: the run's
+    start). An env that starts an episode starts from a fresh acting carry (e.g. a zero planner warm start)."""
     fresh = program.agent.init_carry(program.loop.num_envs, program.spec, program.agent_cfg)
     first = env_state.episode_step == 0
     acting_carry = jax.tree.map(lambda new, old: jnp.where(first.reshape((-1,) + (1,) * (old.ndim - 1)), new, old),
                                 fresh, acting_carry)
     obs = observe(program, normalizers, env_state.obs)
+    agent_state = progress_lib.attach(agent_state, program.progress(0, 0) if progress is None else progress)
     return program.agent.act(agent_state, obs, key, hparams, False, acting_carry)
 
 
-def warmup_actions(program: Program, agent_state, hparams, normalizers, env_state, acting_carry, key):
+def warmup_actions(program: Program, agent_state, hparams, normalizers, env_state, acting_carry, key, progress=None):
     """Uniform random actions in [-1, 1] for every env (before the first update, with ``warmup="uniform"``)."""
     shape = (program.loop.num_envs, program.spec.action_size)
     return jax.random.uniform(key, shape, minval=-1.0, maxval=1.0), acting_carry
@@ -375,24 +383,34 @@ def prepare(program: Program, batch, normalizers):
     return batch.replace(**fields)
 
 
-def learn(program: Program, agent_state, hparams, buffer, normalizers, key, count: int):
-    """``count`` gradient updates, each on a fresh batch: how a batch reaches ``agent.update``.
+def learn(program: Program, agent_state, hparams, buffer, normalizers, key, count: int, progress=None):
+    """``count`` gradient updates, each on a fresh batch: how a batch reaches ``agent.update``, with
+    ``state.progress`` at its own update count (``progress.updates`` counts the updates before the first;
+    default: the run's start).
 
     Returns the new agent state and each metric's mean over the ``count`` updates.
     """
 
-    def one_update(agent_state, key):
+    progress = program.progress(0, 0) if progress is None else progress
+
+    def one_update(agent_state, key_and_index):
+        key, index = key_and_index
         sample_key, update_key = jax.random.split(key)
         batch = program.agent.sample_batch(buffer, sample_key, hparams)
         batch = prepare(program, batch, normalizers)
-        return program.agent.update(agent_state, batch, update_key, hparams)
+        now = progress.replace(updates=progress.updates + index)
+        agent_state, metrics = program.agent.update(progress_lib.attach(agent_state, now), batch, update_key, hparams)
+        return progress_lib.detach(agent_state), metrics
 
-    agent_state, metrics = jax.lax.scan(one_update, agent_state, jax.random.split(key, count))
+    steps = (jax.random.split(key, count), jnp.arange(count, dtype=jnp.int32))
+    agent_state, metrics = jax.lax.scan(one_update, agent_state, steps)
     return agent_state, jax.tree.map(jnp.mean, metrics)
 
 
-def evaluate_policy(program: Program, agent_state, hparams, normalizers, key):
-    """Mean return of one deterministic episode on each evaluation env."""
+def evaluate_policy(program: Program, agent_state, hparams, normalizers, key, progress=None):
+    """Mean return of one deterministic episode on each evaluation env (``state.progress``: ``progress``, default
+    the run's start)."""
+    agent_state = progress_lib.attach(agent_state, program.progress(0, 0) if progress is None else progress)
 
     def policy(obs, acting_carry, key):
         return program.agent.act(agent_state, observe(program, normalizers, obs), key, hparams, True, acting_carry)
@@ -411,11 +429,12 @@ def act_and_collect(program: Program, scanned, act_key):
     and env-step counter advanced, and the episodes finished so far."""
     state, episodes = scanned
     operands = (state.agent, state.hparams, state.normalizers, state.env, state.carry, act_key)
-    policy = over_seeds(functools.partial(policy_actions, program))
+    progress = program.progress(state.updates, state.env_steps)
+    policy = over_seeds(functools.partial(policy_actions, program, progress=progress))
     if program.loop.warmup == "policy":
         action, acting_carry = policy(*operands)
     else:
-        warmup = over_seeds(functools.partial(warmup_actions, program))
+        warmup = over_seeds(functools.partial(warmup_actions, program, progress=progress))
         action, acting_carry = jax.lax.cond(state.env_steps < program.first_update_env_step, warmup, policy,
                                             *operands)
     env_state, buffer, normalizers, finished = over_seeds(functools.partial(collect, program))(
@@ -434,7 +453,8 @@ def learning_phase(program: Program, state: TrainState, learning, update_keys):
     agent_state = state.agent
     if loop.pretrain_updates:
         starting = learning & (state.updates == 0)
-        pretrain = over_seeds(lambda *args: learn(program, *args, loop.pretrain_updates)[0])
+        pretrain_progress = program.progress(state.updates, state.env_steps)
+        pretrain = over_seeds(lambda *args: learn(program, *args, loop.pretrain_updates, pretrain_progress)[0])
         skip = lambda agent_state, *_: agent_state  # noqa: E731
         pretrain_keys = jax.vmap(lambda k: jax.random.fold_in(k, 1))(update_keys)
         agent_state = jax.lax.cond(starting, pretrain, skip, *operands, pretrain_keys)
@@ -445,7 +465,8 @@ def learning_phase(program: Program, state: TrainState, learning, update_keys):
                              for name, shape in program.metric_shapes.items()}
 
     block_updates = program.schedule.block_updates
-    update = over_seeds(lambda *args: learn(program, *args, block_updates))
+    progress = program.progress(update_count, state.env_steps)
+    update = over_seeds(lambda *args: learn(program, *args, block_updates, progress))
     agent_state, metrics = jax.lax.cond(learning, update, no_update, agent_state, *operands[1:], update_keys)
     update_count = update_count + jnp.where(learning, block_updates, 0)
     return state.replace(agent=agent_state, updates=update_count), metrics
@@ -486,8 +507,9 @@ def run_chunk(program: Program, state: TrainState):
                                     length=program.schedule.chunk_blocks)
     keys = jax.vmap(jax.random.split)(state.key)
     state = state.replace(key=keys[:, 0])
-    eval_return = over_seeds(functools.partial(evaluate_policy, program))(state.agent, state.hparams,
-                                                                          state.normalizers, keys[:, 1])
+    progress = program.progress(state.updates, state.env_steps)
+    eval_return = over_seeds(functools.partial(evaluate_policy, program, progress=progress))(
+        state.agent, state.hparams, state.normalizers, keys[:, 1])
     blocks = jnp.maximum(sums.learning_blocks, 1.0)
     episodes = sums.episodes
     metrics = {f"train/{name}": sums.metric_sums[name] / blocks for name in names}
@@ -570,6 +592,10 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Progra
         raise ConfigError(f"scale_rewards needs the agent's discount, but {type(agent_cfg).__name__} has no gamma")
     # Sampling needs a row whose successor is written: never update before two batched steps are in.
     first_update = max(learning_starts(loop), 2 * schedule.env_steps_per_iter)
+    chunks = -(-loop.steps // schedule.chunk_env_steps)
+    planned_updates, planned_env_steps = progress_lib.planned_totals(
+        chunks * schedule.chunk_blocks, schedule.env_steps_per_iter * schedule.block_iters, schedule.block_updates,
+        first_update, loop.pretrain_updates)
     program = Program(
         agent=agent,
         env=env,
@@ -580,6 +606,8 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Progra
         buffer_layout=layout,
         first_update_env_step=first_update,
         metric_shapes={},
+        planned_updates=planned_updates,
+        planned_env_steps=planned_env_steps,
     )
 
     def one_seed_metrics(key):

@@ -1,0 +1,147 @@
+"""Plug-ins: training progress reaches every agent function, and a `module:ATTR` run is a run like any other."""
+import json
+import math
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents import agent_spec, get_agent, sac
+from jaxrl import progress as progress_lib
+from jaxrl.loop import LoopConfig
+from tests.helpers import assert_one_line_error, train
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def progress_critic_loss(critic_params, state, batch, key, cfg):
+    loss, aux = sac.critic_loss(critic_params, state, batch, key, cfg)
+    p = state.progress
+    return loss, {**aux, "seen_updates": p.updates.astype(jnp.float32), "seen_env_steps": p.env_steps.astype(
+        jnp.float32), "seen_fraction": p.fraction, "seen_planned": p.planned_updates.astype(jnp.float32)}
+
+
+def progress_act(state, obs, key, cfg, deterministic=False, carry=()):
+    """The action is the fraction of the run's env steps at acting time, mapped onto [-1, 1] (readable in the
+    buffer)."""
+    return jnp.full(obs.shape[:-1] + (1,), 2.0 * state.progress.fraction - 1.0), carry
+
+
+PROGRESS_AGENT = sac.AGENT._replace(name="progress_probe", act=progress_act,
+                                    update=sac.make_update(critic_loss_fn=progress_critic_loss))
+
+
+def test_progress_reaches_act_and_every_update_exactly_in_every_member():
+    """2 envs, 2 updates per transition (4 per block), learning from env step 100, 400 env steps in two chunks:
+    block b (from 1) ends at 2b env steps and learns from b = 50, so the run does 151 x 4 = 604 updates. A loss sees
+    the index of its own update, the env steps collected and the planned totals; act sees the env steps before its
+    step. Both seeds of the vmapped program see the same progress; the saved state holds none of it."""
+    loop = LoopConfig(steps=400, num_envs=2, num_eval_envs=2, eval_every=200, learning_starts=100,
+                      updates_per_step=2.0, buffer_size=1000, warmup="policy")
+    state, history = train("toy/Pendulum", loop, sac.Config(hidden_sizes=(8,), batch_size=8), seeds=2,
+                           agent=PROGRESS_AGENT)
+    assert int(state.updates) == 604 and int(state.env_steps) == 400
+    first, second = history
+    # Chunk 1 learns in blocks 50..100, chunk 2 in 101..200; block b's updates are 4(b - 50) + 0..3.
+    for metrics, blocks in ((first, range(50, 101)), (second, range(101, 201))):
+        expected_updates = np.mean([4 * (b - 50) + 1.5 for b in blocks])
+        np.testing.assert_allclose(metrics["train/seen_updates"], [expected_updates] * 2, rtol=1e-6)
+        np.testing.assert_allclose(metrics["train/seen_env_steps"], [np.mean([2 * b for b in blocks])] * 2, rtol=1e-6)
+        np.testing.assert_allclose(metrics["train/seen_fraction"], [np.mean([2 * b / 400 for b in blocks])] * 2,
+                                   rtol=1e-6)
+        np.testing.assert_allclose(metrics["train/seen_planned"], [604.0] * 2)
+    # Row r of the buffer holds the action taken after 2r env steps: 2 (2r / 400) - 1.
+    actions = np.asarray(state.buffer.action)[:, :200, :, 0]  # [seeds, rows, envs]
+    expected = 2 * (2 * np.arange(200) / 400) - 1
+    np.testing.assert_allclose(actions, np.broadcast_to(expected[None, :, None], actions.shape), atol=1e-6)
+    assert state.agent.progress is None
+
+
+def brute_force_totals(steps, num_envs, updates_per_step, eval_every, first_update, pretrain):
+    """The loop's counters, stepped block by block in Python."""
+    per_iter = updates_per_step * num_envs
+    block_iters, block_updates = (1, round(per_iter)) if per_iter >= 1 else (round(1 / per_iter), 1)
+    block_env_steps = num_envs * block_iters
+    chunk_blocks = max(1, -(-min(eval_every, steps) // block_env_steps))
+    env_steps = updates = 0
+    for _ in range(math.ceil(steps / (chunk_blocks * block_env_steps)) * chunk_blocks):
+        env_steps += block_env_steps
+        if env_steps >= first_update:
+            updates += block_updates + (pretrain if updates == 0 else 0)
+    return updates, env_steps, (chunk_blocks, block_env_steps, block_updates)
+
+
+@pytest.mark.parametrize("steps,num_envs,updates_per_step,eval_every,first_update,pretrain", [
+    (400, 2, 2.0, 200, 100, 0), (1000, 4, 0.25, 300, 50, 0), (1000, 4, 0.25, 300, 51, 7), (90, 3, 1.0, 1000, 6, 0),
+    (5000, 16, 1 / 16, 1000, 5000, 0), (5000, 16, 1 / 16, 1000, 4999, 3)])
+def test_planned_totals_count_what_the_loop_does(steps, num_envs, updates_per_step, eval_every, first_update,
+                                                 pretrain):
+    updates, env_steps, (chunk_blocks, block_env_steps, block_updates) = brute_force_totals(
+        steps, num_envs, updates_per_step, eval_every, first_update, pretrain)
+    total_blocks = env_steps // block_env_steps
+    assert progress_lib.planned_totals(total_blocks, block_env_steps, block_updates, first_update, pretrain) == (
+        updates, env_steps)
+
+
+def test_interpolate_is_linear_then_constant():
+    p = progress_lib.at(updates=50, env_steps=300, planned_updates=100, planned_env_steps=1000)
+    assert float(p.fraction) == pytest.approx(0.3) and float(p.update_fraction) == pytest.approx(0.5)
+    assert float(p.interpolate(1.0, 0.0)) == pytest.approx(0.7)
+    assert float(p.interpolate(1.0, 0.0, over=0.6)) == pytest.approx(0.5)
+    assert float(p.interpolate(1.0, 0.0, over=0.2)) == pytest.approx(0.0)  # done after 20 % of the run
+    assert float(p.interpolate(0.0, 2.0, over=1.0, by="updates")) == pytest.approx(1.0)
+    assert float(jax.jit(lambda q: q.interpolate(1.0, 0.0))(p)) == pytest.approx(0.7)  # traced, no recompiling
+
+
+# ------------------------------------------------------------------------------------ plug-ins are runs
+
+PLUGIN = '''from agents import sac
+
+AGENT = sac.AGENT._replace(name="my.sac:v2")  # a name with characters no flag or identifier may have
+'''
+
+
+def jaxrl_in(cwd, *args):
+    env = {**os.environ, "PYTHONPATH": REPO}
+    return subprocess.run([sys.executable, "-m", "experiments.cli", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=600, env=env)
+
+
+def test_a_plugin_run_records_its_import_path_and_resumes_like_a_built_in(tmp_path):
+    (tmp_path / "mysac.py").write_text(PLUGIN)
+    tiny = ["--env", "toy/Pendulum", "--steps", "200", "--num-envs", "2", "--num-eval-envs", "1",
+            "--learning-starts", "100", "--my-sac-v2.batch-size", "8", "--my-sac-v2.hidden-sizes", "8"]
+    first = jaxrl_in(tmp_path, "train", "--agent", "mysac:AGENT", *tiny, "--my-sac-v2.actor-lr", "1e-3",
+                     "--run-dir", "runs/p")
+    assert first.returncode == 0, first.stderr
+    saved = json.load(open(tmp_path / "runs" / "p" / "config.json"))
+    assert saved["agent"] == "mysac:AGENT" and saved["agent_config"]["actor_lr"] == 1e-3
+    resumed = jaxrl_in(tmp_path, "train", "--resume", "runs/p", "--steps", "400")
+    assert resumed.returncode == 0, resumed.stderr
+    assert json.load(open(tmp_path / "runs" / "p" / "summary.json"))["env_steps"] == 400
+    # From a directory where the module cannot be found: one line naming it and where it was looked up.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert_one_line_error(jaxrl_in(elsewhere, "train", "--resume", "../runs/p", "--steps", "600"),
+                          "cannot import module 'mysac' of agent 'mysac:AGENT'", f"PYTHONPATH={REPO}")
+    # A plug-in run saved before runs recorded import paths holds the agent's name; --agent gives the path.
+    saved = json.load(open(tmp_path / "runs" / "p" / "config.json"))
+    json.dump({**saved, "agent": "my.sac:v2"}, open(tmp_path / "runs" / "p" / "config.json", "w"))
+    assert_one_line_error(jaxrl_in(tmp_path, "train", "--resume", "runs/p", "--steps", "600"),
+                          "cannot import module 'my.sac'", "resume it with --agent module:ATTRIBUTE")
+    old = jaxrl_in(tmp_path, "train", "--resume", "runs/p", "--agent", "mysac:AGENT", "--steps", "600")
+    assert old.returncode == 0, old.stderr
+    assert json.load(open(tmp_path / "runs" / "p" / "config.json"))["agent"] == "mysac:AGENT"
+
+
+def test_agent_spec_inverts_get_agent():
+    for name in ("sac", "td3"):
+        assert agent_spec(get_agent(name)) == name
+    huber = get_agent("experiments.examples.sac_huber:AGENT")
+    assert agent_spec(huber) == "experiments.examples.sac_huber:AGENT"
+    assert agent_spec(sac.AGENT._replace(name="nowhere")) is None  # held by no module: only its name is recorded
+    assert agent_spec(PROGRESS_AGENT) == "tests.test_plugins:PROGRESS_AGENT"
