@@ -39,7 +39,7 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
-from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, td_target
+from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, td_target, with_target
 from jaxrl.networks import (
     ACTIVATIONS,
     CriticEnsemble,
@@ -48,7 +48,7 @@ from jaxrl.networks import (
     sample_tanh_gaussian,
     tanh_gaussian_act,
 )
-from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -193,11 +193,12 @@ def critic_huber_terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg: Config):
     return jnp.mean(weight * (huber(mu, y_q[None, :], cfg.huber_delta) + std_term), axis=-1)
 
 
-def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
-    """L_1 + L_2 on one minibatch; also returns the updated running stds b (aux "mean_std")."""
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=distributional_targets):
+    """L_1 + L_2 on one minibatch against the targets (y_q, y_z) = target_fn(...); also returns the updated running
+    stds b (aux "mean_std")."""
     mu, sigma = value_distributions(state.critic, critic_params, batch.obs, batch.action)
     mean_std = running_mean_std(state.mean_std, sigma, state.num_updates, cfg.tau_b)
-    y_q, y_z = distributional_targets(state, batch, key, cfg)
+    y_q, y_z = target_fn(state, batch, key, cfg)
     y_z_clipped = clipped_sample_target(y_z, mu, mean_std, cfg.clip_boundary)
     terms = critic_huber_terms if cfg.critic_loss_form == "huber" else critic_paper_terms
     loss = jnp.sum(terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg))
@@ -277,9 +278,11 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
 DELAYED_METRICS = ("actor_loss", "entropy", "grad_norm/actor", "grad_norm/alpha")
 
 
-def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss, target_fn=None):
     """An ``update`` optimising the given losses. ``critic_loss_fn`` returns the new b as aux "mean_std";
-    ``actor_loss_fn`` returns "actor_loss", "entropy" and "log_prob" (for the alpha loss) as aux."""
+    ``actor_loss_fn`` returns "actor_loss", "entropy" and "log_prob" (for the alpha loss) as aux. ``target_fn``
+    replaces the critic loss's targets alone (same signature as ``distributional_targets``)."""
+    critic_loss_fn = with_target(critic_loss_fn, target_fn)
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
@@ -288,7 +291,7 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
                                critic_key, cfg)
         mean_std = critic.aux.pop("mean_std")
 
-        def delayed(state: State):
+        def policy_step(state: State):
             # ``state`` still holds the pre-step critics: the policy gradient is taken with them (official order).
             actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
                                   actor_key, cfg)
@@ -298,14 +301,16 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
                        **grad_norm_metrics(actor=actor, alpha=alpha)}
             return state.replace(
                 actor_params=actor.params, actor_opt_state=actor.opt_state, log_alpha=alpha.params,
-                alpha_opt_state=alpha.opt_state, last_policy_metrics=metrics,
+                alpha_opt_state=alpha.opt_state,
                 target_actor_params=polyak_update(actor.params, state.target_actor_params, cfg.tau),
-                target_critic_params=polyak_update(critic.params, state.target_critic_params, cfg.tau))
+                target_critic_params=polyak_update(critic.params, state.target_critic_params, cfg.tau)), metrics
 
-        state = jax.lax.cond(state.num_updates % cfg.policy_delay == 0, delayed, lambda s: s, state)
+        # The official iteration counter starts at 0: the policy moves on iterations 0, d, 2d, ...
+        state, delayed = delayed_step(every_nth(state.num_updates, cfg.policy_delay), policy_step, state,
+                                      "last_policy_metrics")
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state, mean_std=mean_std,
                               num_updates=state.num_updates + 1)
-        return state, {**critic.aux, **grad_norm_metrics(critic=critic), **state.last_policy_metrics,
+        return state, {**critic.aux, **grad_norm_metrics(critic=critic), **delayed,
                        "alpha": jnp.exp(state.log_alpha), "mean_std": jnp.mean(mean_std)}
 
     return update

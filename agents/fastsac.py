@@ -38,11 +38,11 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import ConfigError, checks
-from jaxrl.agent import Agent
+from jaxrl.agent import Agent, delay_fields
 from jaxrl.distributional import c51_target, categorical_cross_entropy, expected_value
-from jaxrl.losses import init_temperature, polyak_update, temperature_loss
+from jaxrl.losses import init_temperature, polyak_update, temperature_loss, with_target
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import grad_norm_metrics, gradient_step, official_delayed_turn
+from jaxrl.optim import delayed_step, grad_norm_metrics, gradient_step, official_delayed_turn
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -119,14 +119,20 @@ def support(cfg: Config) -> jax.Array:
     return jnp.linspace(cfg.v_min, cfg.v_max, cfg.num_atoms)
 
 
-def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
-    """sum_j E[-sum_i m_ji log p_ji(s, a)], m_j critic j's own soft C51 target. aux["next_log_prob"] (log pi(a'|s'))
-    feeds the temperature loss."""
+def soft_target_distributions(state: State, batch: Batch, key, cfg: Config):
+    """([N, B, atoms] each target critic's distribution at (s', a' ~ pi(.|s')) projected from r + discount
+    (1 - terminated)(z - alpha log pi(a'|s')), [B] log pi(a'|s')), no gradient through either."""
     mean, log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, mean, log_std)
     next_logits = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)  # [N, B, atoms]
     soft = jnp.exp(state.log_alpha) * next_log_prob
-    target = c51_target(batch, jax.nn.softmax(next_logits, axis=-1), support(cfg), next_shift=soft)
+    return c51_target(batch, jax.nn.softmax(next_logits, axis=-1), support(cfg), next_shift=soft), next_log_prob
+
+
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=soft_target_distributions):
+    """sum_j E[-sum_i m_ji log p_ji(s, a)], m_j critic j's own soft C51 target (target_fn: the distributions and
+    log pi(a'|s')). aux["next_log_prob"] feeds the temperature loss."""
+    target, next_log_prob = target_fn(state, batch, key, cfg)
     logits = state.critic.apply(critic_params, batch.obs, batch.action)
     loss = jnp.sum(jnp.mean(categorical_cross_entropy(target, logits), axis=-1))
     q = expected_value(jax.nn.softmax(logits, axis=-1), support(cfg))
@@ -200,8 +206,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         actor_opt_state=actor_opt.init(actor_params),
         critic_opt_state=critic_opt.init(critic_params),
         alpha_opt_state=alpha_opt.init(log_alpha),
-        num_updates=jnp.zeros((), jnp.int32),
-        last_actor_metrics=dict.fromkeys(DELAYED_METRICS, jnp.zeros((), jnp.float32)),
+        **delay_fields(DELAYED_METRICS),
         actor=actor,
         critic=critic,
     )
@@ -214,9 +219,11 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
 DELAYED_METRICS = ("actor_loss", "entropy", "grad_norm/actor")
 
 
-def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss, target_fn=None):
     """An ``update``: critics, then temperature (on the critic target's next log pi), then every policy_delay-th
-    call the actor (against the new critics and alpha), then the target critics."""
+    call the actor (against the new critics and alpha), then the target critics. ``target_fn`` replaces the critic
+    loss's target alone (same signature as ``soft_target_distributions``)."""
+    critic_loss_fn = with_target(critic_loss_fn, target_fn)
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
@@ -229,19 +236,17 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state, log_alpha=alpha.params,
                               alpha_opt_state=alpha.opt_state, num_updates=state.num_updates + 1)
 
-        def delayed(state):
+        def actor_step(state):
             actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
                                   actor_key, cfg)
-            return state.replace(actor_params=actor.params, actor_opt_state=actor.opt_state,
-                                 last_actor_metrics={"actor_loss": actor.aux["actor_loss"],
-                                                     "entropy": actor.aux["entropy"],
-                                                     **grad_norm_metrics(actor=actor)})
+            return state.replace(actor_params=actor.params, actor_opt_state=actor.opt_state), {
+                "actor_loss": actor.aux["actor_loss"], "entropy": actor.aux["entropy"],
+                **grad_norm_metrics(actor=actor)}
 
-        state = jax.lax.cond(official_delayed_turn(state.num_updates, cfg.policy_delay), delayed, lambda s: s, state)
+        state, delayed = delayed_step(official_delayed_turn(state.num_updates, cfg.policy_delay), actor_step, state)
         state = state.replace(target_critic_params=polyak_update(state.critic_params, state.target_critic_params,
                                                                  cfg.tau))
-        return state, {**critic.aux, **alpha.aux, **grad_norm_metrics(critic=critic, alpha=alpha),
-                       **state.last_actor_metrics}
+        return state, {**critic.aux, **alpha.aux, **grad_norm_metrics(critic=critic, alpha=alpha), **delayed}
 
     return update
 

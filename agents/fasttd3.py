@@ -37,11 +37,11 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import ConfigError, checks
-from jaxrl.agent import Agent
+from jaxrl.agent import Agent, added_field, delay_fields
 from jaxrl.distributional import c51_target, categorical_cross_entropy, expected_value
-from jaxrl.losses import polyak_update
+from jaxrl.losses import polyak_update, with_target
 from jaxrl.networks import MLP, CriticEnsemble, reading
-from jaxrl.optim import grad_norm_metrics, gradient_step, official_delayed_turn
+from jaxrl.optim import delayed_step, grad_norm_metrics, gradient_step, official_delayed_turn
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -64,6 +64,9 @@ class Config:
     """clipped double Q on the distributions (the official use_cdq)"""
     policy_delay: int = static(2)
     """critic updates per actor update (the official policy_frequency)"""
+    num_critics: int = added_field(2)
+    """C51 critics in the ensemble (with use_cdq, every critic trains on the projection of smallest expected value,
+    and the actor follows their minimum)"""
     init_scale: float = static(0.01)
     """std of the actor's last-layer weights at init"""
     v_min: float = -250.0
@@ -123,9 +126,10 @@ def support(cfg: Config) -> jax.Array:
 
 
 def target_distributions(state: State, batch: Batch, key, cfg: Config):
-    """[2, B, num_atoms]: each target critic's distribution at (s', clip(pi(s') + clip(eps, -c, c), -1, 1)), pi
-    the online actor, projected onto the support from r + discount (1 - terminated) z; with ``use_cdq`` both rows
-    are the projection whose expected value is smaller, per sample."""
+    """[N, B, num_atoms]: each target critic's distribution at (s', clip(pi(s') + clip(eps, -c, c), -1, 1)), pi
+    the online actor, projected onto the support from r + discount (1 - terminated) z; with ``use_cdq`` every row
+    is the projection whose expected value is smallest, per sample (the last such on ties: with two critics, the
+    official ``where(q1 < q2, q1_proj, q2_proj)``)."""
     action = state.actor.apply(state.actor_params, batch.next_obs)
     noise = jnp.clip(cfg.policy_noise * jax.random.normal(key, action.shape), -cfg.noise_clip, cfg.noise_clip)
     next_action = jnp.clip(action + noise, -1.0, 1.0)
@@ -133,14 +137,16 @@ def target_distributions(state: State, batch: Batch, key, cfg: Config):
     projected = c51_target(batch, jax.nn.softmax(next_logits, axis=-1), support(cfg))
     if not cfg.use_cdq:
         return projected
-    values = expected_value(projected, support(cfg))  # [2, B]
-    smaller = jnp.where((values[0] < values[1])[:, None], projected[0], projected[1])
-    return jnp.broadcast_to(smaller, projected.shape)
+    values = expected_value(projected, support(cfg))  # [N, B]
+    smallest = values.shape[0] - 1 - jnp.argmin(values[::-1], axis=0)  # [B]
+    chosen = jnp.take_along_axis(projected, smallest[None, :, None], axis=0)[0]
+    return jnp.broadcast_to(chosen, projected.shape)
 
 
-def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
-    """sum_j E[-sum_i m_ji log p_ji(s, a)]: each critic's cross-entropy to its target distribution m_j."""
-    target = target_distributions(state, batch, key, cfg)
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=target_distributions):
+    """sum_j E[-sum_i m_ji log p_ji(s, a)]: each critic's cross-entropy to its target distribution m_j =
+    target_fn(...)[j] (default: the official projections)."""
+    target = target_fn(state, batch, key, cfg)
     logits = state.critic.apply(critic_params, batch.obs, batch.action)
     loss = jnp.sum(jnp.mean(categorical_cross_entropy(target, logits), axis=-1))
     q = expected_value(jax.nn.softmax(logits, axis=-1), support(cfg))
@@ -179,7 +185,7 @@ def check_config(cfg: Config) -> None:
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = reading(spec.actor_obs, DeterministicActor(cfg.actor_hidden_sizes, spec.action_size, cfg.init_scale))
-    critic = reading(spec.critic_obs, CriticEnsemble(cfg.critic_hidden_sizes, num_critics=2,
+    critic = reading(spec.critic_obs, CriticEnsemble(cfg.critic_hidden_sizes, num_critics=cfg.num_critics,
                                                      output_size=cfg.num_atoms))
     actor_key, critic_key = jax.random.split(key)
     obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
@@ -192,8 +198,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         target_critic_params=critic_params,
         actor_opt_state=actor_opt.init(actor_params),
         critic_opt_state=critic_opt.init(critic_params),
-        num_updates=jnp.zeros((), jnp.int32),
-        last_actor_metrics=dict.fromkeys(DELAYED_METRICS, jnp.zeros((), jnp.float32)),
+        **delay_fields(DELAYED_METRICS),
         actor=actor,
         critic=critic,
     )
@@ -221,9 +226,11 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
 DELAYED_METRICS = ("actor_loss", "grad_norm/actor")
 
 
-def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss):
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, target_fn=None):
     """An ``update`` optimising the given losses: the critics every call, then the target critics; the actor every
-    policy_delay-th call, against the updated critics."""
+    policy_delay-th call, against the updated critics. ``target_fn`` replaces the critic loss's target
+    distributions alone (same signature as ``target_distributions``)."""
+    critic_loss_fn = with_target(critic_loss_fn, target_fn)
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
@@ -233,17 +240,16 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss):
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state,
                               num_updates=state.num_updates + 1)
 
-        def delayed(state):
+        def actor_step(state):
             actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
                                   actor_key, cfg)
-            return state.replace(actor_params=actor.params, actor_opt_state=actor.opt_state,
-                                 last_actor_metrics={"actor_loss": actor.aux["actor_loss"],
-                                                     **grad_norm_metrics(actor=actor)})
+            return state.replace(actor_params=actor.params, actor_opt_state=actor.opt_state), {
+                "actor_loss": actor.aux["actor_loss"], **grad_norm_metrics(actor=actor)}
 
-        state = jax.lax.cond(official_delayed_turn(state.num_updates, cfg.policy_delay), delayed, lambda s: s, state)
+        state, delayed = delayed_step(official_delayed_turn(state.num_updates, cfg.policy_delay), actor_step, state)
         state = state.replace(target_critic_params=polyak_update(state.critic_params, state.target_critic_params,
                                                                  cfg.tau))
-        return state, {**critic.aux, **grad_norm_metrics(critic=critic), **state.last_actor_metrics}
+        return state, {**critic.aux, **grad_norm_metrics(critic=critic), **delayed}
 
     return update
 

@@ -23,10 +23,10 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import checks
-from jaxrl.agent import Agent
-from jaxrl.losses import init_temperature, polyak_update, td_target, temperature_loss
+from jaxrl.agent import Agent, added_field, delay_fields
+from jaxrl.losses import init_temperature, polyak_update, td_target, temperature_loss, with_target
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -43,6 +43,11 @@ class Config:
     """rewards summed per sampled transition before bootstrapping (n-step returns; 1 = the paper's one-step target)"""
     critic_layer_norm: bool = static(False)
     """LayerNorm after each hidden layer of the critics (Playground's DMC config turns it on)"""
+    num_critics: int = added_field(2)
+    """critics in the ensemble; the target and the actor take the minimum over all of them (2: clipped double Q)"""
+    policy_delay: int = added_field(1)
+    """the actor and the temperature step every policy_delay-th critic update (1: every update, the paper; REDQ's
+    G = 20 delays them), the targets move after every update"""
     log_std_min: float = static(-5.0)
     """lower bound of the policy's log std"""
     log_std_max: float = static(2.0)
@@ -76,6 +81,10 @@ class State:
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
     progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
+    # With policy_delay > 1 only (None otherwise, so the state and its checkpoints are as before): critic updates
+    # so far, and the last actor and temperature step's metrics, repeated on the updates in between.
+    num_updates: jax.Array | None = flax.struct.field(default=None, kw_only=True)
+    last_actor_metrics: dict[str, jax.Array] | None = flax.struct.field(default=None, kw_only=True)
 
 
 # ---------------------------------------------------------------------------------------------- losses
@@ -90,9 +99,9 @@ def soft_td_target(state: State, batch: Batch, key, cfg: Config):
     return jax.lax.stop_gradient(td_target(batch, next_value))
 
 
-def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
-    """sum_j E[(Q_j(s, a) - y)^2] with the soft TD target y."""
-    target = soft_td_target(state, batch, key, cfg)
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=soft_td_target):
+    """sum_j E[(Q_j(s, a) - y)^2] with the TD target y = target_fn(...) (default: the soft TD target)."""
+    target = target_fn(state, batch, key, cfg)
     q = state.critic.apply(critic_params, batch.obs, batch.action)[..., 0]  # [num_critics, B]
     loss = jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
@@ -124,7 +133,7 @@ def optimizers(cfg: Config):
 
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
-    checks.positive_ints(cfg, "hidden_sizes", "batch_size", "n_step")
+    checks.positive_ints(cfg, "hidden_sizes", "batch_size", "n_step", "num_critics", "policy_delay")
     checks.bounds_ordered(cfg, "log_std_min", "log_std_max")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
     checks.unit_interval(cfg, "gamma", "tau")
@@ -134,7 +143,8 @@ def check_config(cfg: Config) -> None:
 def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = reading(spec.actor_obs, GaussianPolicyHead(cfg.hidden_sizes, spec.action_size, "relu", cfg.log_std_min,
                                                        cfg.log_std_max))
-    critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=2, layer_norm=cfg.critic_layer_norm))
+    critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=cfg.num_critics,
+                                                     layer_norm=cfg.critic_layer_norm))
     actor_key, critic_key = jax.random.split(key)
     obs = zeros_obs(spec, (1,))
     action = jnp.zeros((1, spec.action_size))
@@ -153,6 +163,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         alpha_opt_state=alpha_opt.init(log_alpha),
         actor=actor,
         critic=critic,
+        **(delay_fields(DELAYED_METRICS) if cfg.policy_delay > 1 else {}),
     )
 
 
@@ -160,8 +171,14 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
     return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic), carry
 
 
-def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):
-    """An ``update`` that optimises the given losses (same signatures as the defaults above)."""
+# What the actor and temperature steps report (the updates in between repeat them when policy_delay > 1).
+DELAYED_METRICS = ("actor_loss", "entropy", "alpha_loss", "alpha", "grad_norm/actor", "grad_norm/alpha")
+
+
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss, target_fn=None):
+    """An ``update`` that optimises the given losses (same signatures as the defaults above); ``target_fn``
+    replaces the critic loss's TD target alone (same signature as ``soft_td_target``)."""
+    critic_loss_fn = with_target(critic_loss_fn, target_fn)
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
@@ -171,18 +188,24 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
                                critic_key, cfg)
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state)
 
-        actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
-                              actor_key, cfg)
-        log_prob = actor.aux.pop("log_prob")
+        def actor_and_temperature(state: State):
+            actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
+                                  actor_key, cfg)
+            log_prob = actor.aux.pop("log_prob")
+            alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, state, log_prob,
+                                  cfg)
+            state = state.replace(actor_params=actor.params, actor_opt_state=actor.opt_state, log_alpha=alpha.params,
+                                  alpha_opt_state=alpha.opt_state)
+            return state, {**actor.aux, **alpha.aux, **grad_norm_metrics(actor=actor, alpha=alpha)}
 
-        alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, state, log_prob, cfg)
-
+        if cfg.policy_delay == 1:
+            state, delayed = actor_and_temperature(state)
+        else:
+            state = state.replace(num_updates=state.num_updates + 1)
+            state, delayed = delayed_step(every_nth(state.num_updates, cfg.policy_delay), actor_and_temperature, state)
         state = state.replace(
-            actor_params=actor.params, actor_opt_state=actor.opt_state, log_alpha=alpha.params,
-            alpha_opt_state=alpha.opt_state,
             target_critic_params=polyak_update(state.critic_params, state.target_critic_params, cfg.tau))
-        return state, {**critic.aux, **actor.aux, **alpha.aux,
-                       **grad_norm_metrics(critic=critic, actor=actor, alpha=alpha)}
+        return state, {**critic.aux, **delayed, **grad_norm_metrics(critic=critic)}
 
     return update
 

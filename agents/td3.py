@@ -21,10 +21,10 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import checks
-from jaxrl.agent import Agent
-from jaxrl.losses import polyak_update, td_target
+from jaxrl.agent import Agent, added_field, delay_fields
+from jaxrl.losses import polyak_update, td_target, with_target
 from jaxrl.networks import MLP, CriticEnsemble, reading
-from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -41,6 +41,8 @@ class Config:
     """rewards summed per sampled transition before bootstrapping (n-step returns; 1 = the paper's one-step target)"""
     policy_delay: int = static(2)
     """critic updates per actor (and target) update"""
+    num_critics: int = added_field(2)
+    """critics in the ensemble; the target takes the minimum over all of them, the actor follows the first"""
     actor_lr: float = 3e-4
     """Adam learning rate of the actor"""
     critic_lr: float = 3e-4
@@ -92,11 +94,16 @@ def smoothed_target_action(state: State, next_obs, key, cfg: Config):
     return jnp.clip(action + noise, -1.0, 1.0)
 
 
-def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
-    """sum_j E[(Q_j(s, a) - y)^2], y = r + gamma (1 - terminated) min_j Qbar_j(s', smoothed a')."""
+def clipped_td_target(state: State, batch: Batch, key, cfg: Config):
+    """y = r + gamma (1 - terminated) min_j Qbar_j(s', smoothed a'), no gradient (clipped double Q)."""
     next_action = smoothed_target_action(state, batch.next_obs, key, cfg)
     next_q = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]
-    target = jax.lax.stop_gradient(td_target(batch, jnp.min(next_q, axis=0)))
+    return jax.lax.stop_gradient(td_target(batch, jnp.min(next_q, axis=0)))
+
+
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=clipped_td_target):
+    """sum_j E[(Q_j(s, a) - y)^2] with the TD target y = target_fn(...) (default: the clipped double-Q target)."""
+    target = target_fn(state, batch, key, cfg)
     q = state.critic.apply(critic_params, batch.obs, batch.action)[..., 0]
     loss = jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
@@ -118,7 +125,7 @@ def optimizers(cfg: Config):
 
 def check_config(cfg: Config) -> None:
     """Called by the loop on the host with concrete values before compiling (inside, numeric fields are traced)."""
-    checks.positive_ints(cfg, "hidden_sizes", "batch_size", "n_step", "policy_delay")
+    checks.positive_ints(cfg, "hidden_sizes", "batch_size", "n_step", "policy_delay", "num_critics")
     checks.positive(cfg, "actor_lr", "critic_lr")
     checks.unit_interval(cfg, "gamma", "tau")
     checks.non_negative(cfg, "policy_noise", "noise_clip", "exploration_noise")
@@ -126,7 +133,7 @@ def check_config(cfg: Config) -> None:
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = reading(spec.actor_obs, DeterministicActor(cfg.hidden_sizes, spec.action_size))
-    critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=2))
+    critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=cfg.num_critics))
     actor_key, critic_key = jax.random.split(key)
     obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
     actor_params = actor.init(actor_key, obs)
@@ -139,8 +146,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         target_critic_params=critic_params,
         actor_opt_state=actor_opt.init(actor_params),
         critic_opt_state=critic_opt.init(critic_params),
-        num_updates=jnp.zeros((), jnp.int32),
-        last_actor_metrics=dict.fromkeys(DELAYED_METRICS, jnp.zeros((), jnp.float32)),
+        **delay_fields(DELAYED_METRICS),
         actor=actor,
         critic=critic,
     )
@@ -157,8 +163,10 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
 DELAYED_METRICS = ("actor_loss", "grad_norm/actor")
 
 
-def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss):
-    """An ``update`` optimising the given losses; the actor and the targets move every policy_delay-th call."""
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, target_fn=None):
+    """An ``update`` optimising the given losses; the actor and the targets move every policy_delay-th call.
+    ``target_fn`` replaces the critic loss's TD target alone (same signature as ``clipped_td_target``)."""
+    critic_loss_fn = with_target(critic_loss_fn, target_fn)
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
@@ -168,18 +176,18 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss):
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state,
                               num_updates=state.num_updates + 1)
 
-        def delayed(state):
+        def actor_and_targets(state):
             actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
                                   actor_key, cfg)
             return state.replace(
                 actor_params=actor.params, actor_opt_state=actor.opt_state,
                 target_actor_params=polyak_update(actor.params, state.target_actor_params, cfg.tau),
                 target_critic_params=polyak_update(state.critic_params, state.target_critic_params, cfg.tau),
-                last_actor_metrics={"actor_loss": actor.aux["actor_loss"], **grad_norm_metrics(actor=actor)})
+            ), {"actor_loss": actor.aux["actor_loss"], **grad_norm_metrics(actor=actor)}
 
         # The official code updates on iterations where total_it % policy_freq == 0 (total_it counted from 1).
-        state = jax.lax.cond(state.num_updates % cfg.policy_delay == 0, delayed, lambda s: s, state)
-        return state, {**critic.aux, **grad_norm_metrics(critic=critic), **state.last_actor_metrics}
+        state, delayed = delayed_step(every_nth(state.num_updates, cfg.policy_delay), actor_and_targets, state)
+        return state, {**critic.aux, **grad_norm_metrics(critic=critic), **delayed}
 
     return update
 

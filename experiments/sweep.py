@@ -134,10 +134,15 @@ def member_id(agent: str, run: dict[str, Any], loop: dict[str, Any], agent_confi
     """12 hex digits identifying a member's result: the agent (as named in the sweep file), its run config (env,
     seed, physics; not the ``NON_DEFINING_RUN_FIELDS``), its loop config and its agent config, all resolved; and the
     env's revision (``envs.env_revision``, today's unless given) where it is above 1, so a member that trained an
-    env before it changed under the same name keeps its id and is never reused as the new env's."""
+    env before it changed under the same name keeps its id and is never reused as the new env's. Agent fields
+    added after sweeps were saved (``jaxrl.agent.added_field``) count only away from their default."""
     import envs
+    from agents import get_agent
+    from jaxrl.agent import added_at_default
 
     run = {k: v for k, v in run.items() if k not in NON_DEFINING_RUN_FIELDS}
+    later = added_at_default(get_agent(agent).Config, agent_config)
+    agent_config = {k: v for k, v in agent_config.items() if k not in later}
     revision = envs.env_revision(run["env"]) if env_revision is None else env_revision
     return _digest({"agent": agent, "env": run["env"], "seed": run["seed"], "run": run, "loop": loop,
                     "agent_config": agent_config, **({"env_revision": revision} if revision > 1 else {})}, 12)

@@ -57,7 +57,37 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
+import flax.struct
+
 from jaxrl import buffer as buffer_lib
+
+
+def added_field(default, static: bool = True):
+    """A Config field added after runs and sweeps were saved with its Config: at ``default`` (the behaviour before
+    it existed), sweep member ids leave it out, so the finished members of earlier sweeps keep their ids and are
+    reused. ``static``: it fixes shapes or code paths (most such fields do)."""
+    return flax.struct.field(pytree_node=not static, default=default, metadata={"added_later": True})
+
+
+def added_at_default(config_class, config: dict) -> set[str]:
+    """The ``added_field``s of ``config_class`` that ``config`` (a dict, as config.json writes it) holds at their
+    default."""
+    import dataclasses
+
+    def plain(x):
+        return list(x) if isinstance(x, tuple) else x
+
+    return {f.name for f in dataclasses.fields(config_class)
+            if f.metadata.get("added_later") and f.name in config and plain(config[f.name]) == plain(f.default)}
+
+
+def delay_fields(metric_names) -> dict:
+    """The state fields ``jaxrl.optim.delayed_step`` reads: ``num_updates`` (int32, 0) and ``last_actor_metrics``
+    ({name: 0.0} for each metric the delayed step reports)."""
+    import jax.numpy as jnp
+
+    return {"num_updates": jnp.zeros((), jnp.int32),
+            "last_actor_metrics": dict.fromkeys(metric_names, jnp.zeros((), jnp.float32))}
 
 
 def no_carry(num_envs: int, spec, cfg) -> tuple:

@@ -95,3 +95,19 @@ def _quantile_huber_bwd(kappa, residuals, cotangent):
 
 
 _quantile_huber_loss.defvjp(_quantile_huber_fwd, _quantile_huber_bwd)
+
+
+def with_target(critic_loss_fn, target_fn=None):
+    """``critic_loss_fn`` computing its TD target with ``target_fn`` (same signature as the agent's default target,
+    e.g. ``sac.soft_td_target(state, batch, key, cfg)``) instead of its default: how ``make_update(target_fn=...)``
+    swaps the target apart from the regression loss. A critic loss takes a target by its ``target_fn`` keyword
+    (every built-in one does); None keeps ``critic_loss_fn`` as it is."""
+    import inspect
+
+    if target_fn is None:
+        return critic_loss_fn
+    if "target_fn" not in inspect.signature(critic_loss_fn).parameters:
+        name = getattr(critic_loss_fn, "__name__", repr(critic_loss_fn))
+        raise TypeError(f"critic loss {name} takes no target_fn keyword, so target_fn= cannot reach it: give it a "
+                        "`target_fn=<default target>` parameter and compute its target with it")
+    return functools.partial(critic_loss_fn, target_fn=target_fn)

@@ -37,3 +37,29 @@ def official_delayed_turn(num_updates, policy_delay: int):
     FastSAC's ``i % policy_frequency == 1`` over each batched step's updates i = 0, 1, ... when that count is a
     multiple of ``policy_delay`` (both official codes), e.g. updates 2, 6, 10, ... for a delay of 4."""
     return (num_updates - 1) % policy_delay == 1 % policy_delay
+
+
+def every_nth(num_updates, period: int):
+    """Whether update number ``num_updates`` (1-based, counted after it is added) is a delayed network's turn: the
+    TD3 paper's ``total_it % policy_freq == 0`` (updates d, 2d, ...)."""
+    return num_updates % period == 0
+
+
+def delayed_step(turn, step_fn, state, last_metrics_field: str = "last_actor_metrics"):
+    """A network that moves every d-th update (TD3's delayed actor, REDQ's actor and temperature): where ``turn``
+    (a traced bool: ``every_nth`` or ``official_delayed_turn``) holds, ``step_fn(state) -> (state, metrics)`` runs
+    and its metrics are kept in ``state.<last_metrics_field>``. Returns (state, the kept metrics): the updates in
+    between repeat the last step's values, so a chunk's mean weighs them like the official code's logs."""
+    kept = getattr(state, last_metrics_field)
+    reported = jax.eval_shape(step_fn, state)[1]
+    if set(reported) != set(kept):
+        raise TypeError(f"the delayed step reports metrics {sorted(reported)} but the state keeps "
+                        f"{sorted(kept)} in {last_metrics_field}: init must list the same names (jaxrl.agent."
+                        "delay_fields)")
+
+    def run(state):
+        state, metrics = step_fn(state)
+        return state.replace(**{last_metrics_field: {name: metrics[name] for name in kept}})
+
+    state = jax.lax.cond(turn, run, lambda s: s, state)
+    return state, getattr(state, last_metrics_field)
