@@ -5,15 +5,17 @@ import os
 import subprocess
 import sys
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 from agents import agent_spec, get_agent, sac
 from jaxrl import progress as progress_lib
 from jaxrl.loop import LoopConfig
-from tests.helpers import assert_one_line_error, train
+from tests.helpers import BATCH, KEY, FixedActor, assert_one_line_error, sampled, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -145,3 +147,79 @@ def test_agent_spec_inverts_get_agent():
     assert agent_spec(huber) == "experiments.examples.sac_huber:AGENT"
     assert agent_spec(sac.AGENT._replace(name="nowhere")) is None  # held by no module: only its name is recorded
     assert agent_spec(PROGRESS_AGENT) == "tests.test_plugins:PROGRESS_AGENT"
+
+
+# ---------------------------------------------------------------------------------- REDQ, the worked example
+
+class FourLinearCritics(nn.Module):
+    """Q_j(s, a) = w_j s + v_j a for four critics, output [4, B, 1]."""
+
+    @nn.compact
+    def __call__(self, obs, action):
+        w = self.param("w", lambda k: jnp.array([1.0, 2.0, -1.0, 0.5]))
+        v = self.param("v", lambda k: jnp.array([0.5, -1.0, 2.0, 0.0]))
+        return (w[:, None] * obs[None, :, 0] + v[:, None] * action[None, :, 0])[..., None]
+
+
+def redq_state():
+    actor, critic = FixedActor(), FourLinearCritics()
+    actor_params, critic_params = actor.init(KEY, BATCH.obs), critic.init(KEY, BATCH.obs, BATCH.action)
+    opt = optax.adam(1e-3)
+    log_alpha = jnp.log(jnp.float32(0.5))
+    return sac.State(actor_params=actor_params, critic_params=critic_params, target_critic_params=critic_params,
+                     log_alpha=log_alpha, target_entropy=jnp.float32(-1.0), actor_opt_state=opt.init(actor_params),
+                     critic_opt_state=opt.init(critic_params), alpha_opt_state=opt.init(log_alpha), actor=actor,
+                     critic=critic)
+
+
+def four_q(s, a):
+    return np.stack([1.0 * s + 0.5 * a, 2.0 * s - 1.0 * a, -1.0 * s + 2.0 * a, 0.5 * s + 0.0 * a])
+
+
+def test_redq_target_is_the_minimum_over_a_random_pair_of_target_critics_by_hand():
+    from experiments.examples import redq
+
+    cfg = redq.Config(num_critics=4, num_target_critics=2, gamma=0.9, init_alpha=0.5)
+    state, s2 = redq_state(), np.array([3.0, -1.0])
+    pairs = set()
+    for seed in range(40):
+        key = jax.random.PRNGKey(seed)
+        action_key, subset_key = jax.random.split(key)
+        subset = sorted(np.asarray(jax.random.choice(subset_key, 4, (2,), replace=False)).tolist())
+        pairs.add(tuple(subset))
+        a2, logp2 = sampled(action_key, 2)
+        next_v = four_q(s2, a2)[subset].min(0) - 0.5 * logp2
+        expected = np.array([1.0 + 0.9 * next_v[0], -1.0])  # transition 0 truncated: bootstraps; 1 terminated
+        np.testing.assert_allclose(redq.redq_target(state, BATCH, key, cfg), expected, rtol=1e-5)
+    assert len(pairs) == 6  # every pair of the four critics is drawn
+
+
+def test_redq_actor_loss_is_on_the_mean_over_all_critics_by_hand():
+    from experiments.examples import redq
+
+    cfg = redq.Config(num_critics=4, init_alpha=0.5)
+    state = redq_state()
+    loss, info = redq.mean_q_actor_loss(state.actor_params, state, BATCH, KEY, cfg)
+    a, logp = sampled(KEY, 2)
+    np.testing.assert_allclose(loss, np.mean(0.5 * logp - four_q(np.array([1.0, 2.0]), a).mean(0)), rtol=1e-5)
+    np.testing.assert_allclose(info["log_prob"], logp, rtol=1e-5)
+
+
+def test_redq_updates_the_actor_and_temperature_once_per_twenty_critic_updates():
+    """policy_delay = 20: over 40 updates the actor moves at updates 20 and 40 only, the critics and targets every
+    time; the updates in between repeat the last actor metrics."""
+    from experiments.examples import redq
+    from jaxrl.types import EnvSpec
+
+    cfg = redq.Config(hidden_sizes=(8,), batch_size=2, num_critics=3)
+    state = redq.AGENT.init(KEY, EnvSpec(obs_size=1, action_size=1, decisions_per_episode=10), cfg)
+    update = jax.jit(redq.AGENT.update)
+    moved, metrics = [], []
+    for k in range(40):
+        new, m = update(state, BATCH, jax.random.PRNGKey(k), cfg)
+        moved.append(not np.array_equal(jax.tree.leaves(new.actor_params)[0], jax.tree.leaves(state.actor_params)[0]))
+        assert not np.array_equal(jax.tree.leaves(new.critic_params)[0], jax.tree.leaves(state.critic_params)[0])
+        metrics.append(float(m["actor_loss"]))
+        state = new
+    assert [k + 1 for k, m in enumerate(moved) if m] == [20, 40]
+    assert metrics[:19] == [0.0] * 19 and len(set(metrics[19:39])) == 1 and metrics[39] != metrics[38]
