@@ -24,9 +24,17 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent
-from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, quantile_huber_loss, td_target
+from jaxrl.losses import (
+    init_temperature,
+    log_temperature_loss,
+    polyak_update,
+    quantile_huber_loss,
+    td_target,
+    with_target,
+)
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
@@ -77,6 +85,7 @@ class State:
     alpha_opt_state: Any
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
+    progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
 
 
 # ---------------------------------------------------------------------------------------------- losses
@@ -96,9 +105,10 @@ def truncated_target_atoms(state: State, batch: Batch, key, cfg: Config):
     return jax.lax.stop_gradient(target), keep
 
 
-def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
-    """Quantile Huber loss (kappa = 1) of every critic's atoms against the truncated target set."""
-    target, keep = truncated_target_atoms(state, batch, key, cfg)
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=truncated_target_atoms):
+    """Quantile Huber loss (kappa = 1) of every critic's atoms against the target atoms and their mask,
+    target_fn(...) (default: the truncated target set)."""
+    target, keep = target_fn(state, batch, key, cfg)
     quantiles = state.critic.apply(critic_params, batch.obs, batch.action)  # [N, B, M]
     loss = quantile_huber_loss(quantiles, target, target_mask=keep)
     target_mean = jnp.sum(target * keep) / (target.shape[0] * jnp.sum(keep))
@@ -167,7 +177,11 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
     return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic), carry
 
 
-def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss, target_fn=None):
+    """An ``update`` optimising the given losses; ``target_fn`` replaces the critic loss's target atoms alone (same
+    signature as ``truncated_target_atoms``)."""
+    critic_loss_fn = with_target(critic_loss_fn, target_fn)
+
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
         actor_opt, critic_opt, alpha_opt = optimizers(cfg)

@@ -4,11 +4,19 @@
     python bench/fingerprint.py [agents...] > after.txt    # on the new code; diff the two
 
 Each agent trains 2 seeds for 800 env steps on toy/Pendulum (4 envs, two chunks, updates from env step 200,
-batch 32) at its default widths; the line is a SHA-256 of every leaf of the final training state and of every
-chunk's metrics, bit for bit, with the last evaluation returns beside it to read.
+batch 32) at its default widths (TD-MPC2 at small ones: its default planner takes most of an hour here); the
+line is a SHA-256 of every leaf of the final training state and of every chunk's metrics, bit for bit, with the
+last evaluation returns beside it to read. To fingerprint an older commit, point ``--tree`` at a worktree of it
+(PYTHONPATH does not do it: the editable install's import hook comes first):
+
+    git worktree add /tmp/old REV && python bench/fingerprint.py --tree /tmp/old > before.txt
 """
 import hashlib
 import sys
+
+if len(sys.argv) > 2 and sys.argv[1] == "--tree":
+    sys.path.insert(0, sys.argv[2])
+    del sys.argv[1:3]
 
 import jax
 import numpy as np
@@ -17,19 +25,22 @@ import envs
 from agents import REGISTERED, get_agent
 from jaxrl.loop import LoopConfig, make_train
 
+SMALL_TDMPC2 = dict(latent_dim=16, hidden_dim=32, encoder_dim=32, num_samples=32, num_elites=4, num_pi_trajs=4,
+                    iterations=2)
+
 
 def fingerprint(name: str) -> tuple[str, list[float]]:
     agent = get_agent(name)
     loop = LoopConfig(steps=800, num_envs=4, num_eval_envs=2, eval_every=400, learning_starts=200, buffer_size=4000,
                       **{k: v for k, v in agent.loop_defaults.items() if k in ("updates_per_step", "n_step")})
-    cfg = agent.Config().replace(batch_size=32)
+    cfg = agent.Config().replace(batch_size=32, **(SMALL_TDMPC2 if name == "tdmpc2" else {}))
     trainer = make_train(agent, envs.make("toy/Pendulum", loop.num_envs), envs.make("toy/Pendulum", 2), loop, cfg)
     state = trainer.init(0, 2)
     digest = hashlib.sha256()
     for _ in range(2):
         state, metrics = trainer.run_chunk(state)
-        for key in sorted(metrics):
-            digest.update(key.encode() + np.asarray(jax.device_get(metrics[key])).tobytes())
+        for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(metrics))[0]:
+            digest.update(jax.tree_util.keystr(path).encode() + np.asarray(leaf).tobytes())
     for leaf in jax.tree.leaves(jax.device_get(state)):
         digest.update(np.asarray(leaf).tobytes())
     return digest.hexdigest()[:16], np.asarray(metrics["eval/return"]).round(3).tolist()
@@ -38,3 +49,4 @@ def fingerprint(name: str) -> tuple[str, list[float]]:
 if __name__ == "__main__":
     for name in sys.argv[1:] or sorted(REGISTERED):
         print(name, *fingerprint(name), flush=True)
+    print("code from", envs.__file__.rsplit("/envs/", 1)[0], file=sys.stderr)

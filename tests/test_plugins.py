@@ -2,6 +2,7 @@
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -223,3 +224,57 @@ def test_redq_updates_the_actor_and_temperature_once_per_twenty_critic_updates()
         state = new
     assert [k + 1 for k, m in enumerate(moved) if m] == [20, 40]
     assert metrics[:19] == [0.0] * 19 and len(set(metrics[19:39])) == 1 and metrics[39] != metrics[38]
+
+
+# -------------------------------------------------------------------------------------- the README's examples
+
+
+def readme_python_block(marker):
+    text = open(os.path.join(REPO, "README.md")).read()
+    return re.search(r"```python\n(.*?)```", text[text.index(marker):], re.S).group(1)
+
+
+def test_the_readmes_hook_table_builds_agents_that_update():
+    """Every plug-in of the README's hook table: one jitted update with progress set (in the middle of a run),
+    an exploring action, and the replay sampling hook on a filled buffer."""
+    from agents import Agent
+    from jaxrl.types import Batch, EnvSpec
+    from tests.helpers import fill
+
+    namespace = {}
+    exec(readme_python_block("runs this block and one update of each agent"), namespace)
+    agents = {name: value for name, value in namespace.items() if isinstance(value, Agent)}
+    assert set(agents) == {"MEAN_TARGET", "ANNEALED_HUBER", "DECAYING_NOISE", "REWARD_MEAN", "THREE_STEP",
+                           "SHRINKING"}
+    spec, cfg = EnvSpec(obs_size=3, action_size=2, decisions_per_episode=10), sac.Config(hidden_sizes=(8,),
+                                                                                         batch_size=4)
+    keys = jax.random.split(KEY, 5)
+    batch = Batch(obs=jax.random.normal(keys[0], (4, 3)), action=jnp.zeros((4, 2)), reward=jnp.ones(4),
+                  next_obs=jax.random.normal(keys[1], (4, 3)), terminated=jnp.zeros(4, bool),
+                  truncated=jnp.zeros(4, bool), discount=jnp.full(4, 0.99))
+    halfway = progress_lib.at(updates=50_000 - 1, env_steps=500, planned_updates=100_000, planned_env_steps=1000)
+    for name, agent in agents.items():
+        state = progress_lib.attach(agent.init(keys[2], spec, cfg), halfway)
+        new, metrics = jax.jit(agent.update)(state, batch, keys[3], cfg)
+        assert all(np.isfinite(v) for v in jax.tree.leaves(metrics)), name
+        action, _ = jax.jit(agent.act, static_argnums=4)(state, batch.obs, keys[4], cfg, False)
+        assert action.shape == (4, 2) and np.all(np.abs(action) <= 1), name
+    assert float(metrics_of(agents["ANNEALED_HUBER"], spec, cfg, batch, halfway)["huber_delta"]) == 1.0
+    buffer = fill(16, 12, episode_length=5)
+    sampled_batch = agents["THREE_STEP"].sample_batch(buffer, KEY, cfg)
+    assert sampled_batch.obs.shape == (4, 1)
+
+
+def metrics_of(agent, spec, cfg, batch, progress):
+    state = progress_lib.attach(agent.init(KEY, spec, cfg), progress)
+    return agent.update(state, batch, KEY, cfg)[1]
+
+
+def test_from_python_runs_as_the_readme_says(capsys):
+    from experiments.examples import from_python
+
+    result = from_python.main(steps=1000, seeds=2)
+    assert result["final_eval"].shape == (2,) and "restored state continues bitwise" in capsys.readouterr().out
+    namespace = {}
+    exec(readme_python_block("core of it:"), namespace)  # noqa: S102
+    assert namespace["metrics"]["eval/return"].shape == (2,) and int(namespace["metrics"]["env_steps"]) == 2000
