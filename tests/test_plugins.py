@@ -276,5 +276,5 @@ def test_from_python_runs_as_the_readme_says(capsys):
     result = from_python.main(steps=1000, seeds=2)
     assert result["final_eval"].shape == (2,) and "restored state continues bitwise" in capsys.readouterr().out
     namespace = {}
-    exec(readme_python_block("core of it:"), namespace)  # noqa: S102
+    exec(readme_python_block("core of it:"), namespace)
     assert namespace["metrics"]["eval/return"].shape == (2,) and int(namespace["metrics"]["env_steps"]) == 2000
