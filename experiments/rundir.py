@@ -432,6 +432,7 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
     import envs
     from agents import get_agent
     from experiments import configs
+    from jaxrl.agent import fields_added_later
     from jaxrl.loop import LoopConfig, default_loop_config
 
     sections = {s: {} for s in SECTIONS}
@@ -465,6 +466,11 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
     for section in SECTIONS:
         sections[section].update((source or {}).get(section, {}))
         sections[section].update((tables or {}).get(section, {}))
+    if saved is not None:  # a run saved before a field was added behaves as it did: the field's "before" value
+        for name, before in fields_added_later(agent.Config).items():
+            sections["agent_config"].setdefault(name, before)
+            for member in saved.get("members") or []:
+                member["agent_config"].setdefault(name, before)
     for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
         configs.check_fields(cls, sections[section], f"{where} [{section}]")
     run = config_from_dict(RunConfig, {**sections["run"], **({"run_dir": run_dir} if run_dir else {})})

@@ -62,23 +62,34 @@ import flax.struct
 from jaxrl import buffer as buffer_lib
 
 
-def added_field(default, static: bool = True):
-    """A Config field added after runs and sweeps were saved with its Config: at ``default`` (the behaviour before
-    it existed), sweep member ids leave it out, so the finished members of earlier sweeps keep their ids and are
-    reused. ``static``: it fixes shapes or code paths (most such fields do)."""
-    return flax.struct.field(pytree_node=not static, default=default, metadata={"added_later": True})
+_SAME = object()
+
+
+def added_field(default, static: bool = True, before=_SAME):
+    """A Config field added after runs and sweeps were saved with its Config. ``before``: the value that gives the
+    behaviour before it existed (default: ``default`` itself). A saved run whose config.json lacks the field
+    resumes with ``before`` (``experiments.rundir.resolve``), and sweep member ids leave the field out at
+    ``before``, so the finished members of earlier sweeps keep their ids and are reused exactly when the field
+    changes nothing. ``static``: it fixes shapes or code paths (most such fields do)."""
+    return flax.struct.field(pytree_node=not static, default=default,
+                             metadata={"added_later": True, "before": default if before is _SAME else before})
+
+
+def fields_added_later(config_class) -> dict:
+    """{name: the value before it existed} of ``config_class``'s ``added_field``s."""
+    import dataclasses
+
+    return {f.name: f.metadata["before"] for f in dataclasses.fields(config_class) if f.metadata.get("added_later")}
 
 
 def added_at_default(config_class, config: dict) -> set[str]:
-    """The ``added_field``s of ``config_class`` that ``config`` (a dict, as config.json writes it) holds at their
-    default."""
-    import dataclasses
-
+    """The ``added_field``s of ``config_class`` that ``config`` (a dict, as config.json writes it) holds at the
+    value that behaves as before they existed."""
     def plain(x):
         return list(x) if isinstance(x, tuple) else x
 
-    return {f.name for f in dataclasses.fields(config_class)
-            if f.metadata.get("added_later") and f.name in config and plain(config[f.name]) == plain(f.default)}
+    return {name for name, before in fields_added_later(config_class).items()
+            if name in config and plain(config[name]) == plain(before)}
 
 
 def delay_fields(metric_names) -> dict:

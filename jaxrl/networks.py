@@ -52,6 +52,7 @@ class MLP(nn.Module):
     kernel_init: Callable = nn.initializers.lecun_uniform()
     output_kernel_init: Callable | None = None
     layer_norm_first: bool = False  # Dense -> LN -> act instead (holosoma's FastSAC networks)
+    layer_norm_epsilon: float = 1e-6  # flax's default; PyTorch's (holosoma's) is 1e-5
 
     @nn.compact
     def __call__(self, x):
@@ -59,9 +60,9 @@ class MLP(nn.Module):
         for width in self.hidden_sizes:
             x = nn.Dense(width, kernel_init=self.kernel_init)(x)
             if self.layer_norm and self.layer_norm_first:
-                x = act(nn.LayerNorm()(x))
+                x = act(nn.LayerNorm(epsilon=self.layer_norm_epsilon)(x))
             elif self.layer_norm:
-                x = nn.LayerNorm()(act(x))
+                x = nn.LayerNorm(epsilon=self.layer_norm_epsilon)(act(x))
             else:
                 x = act(x)
         return nn.Dense(self.output_size, kernel_init=self.output_kernel_init or self.kernel_init)(x)
@@ -75,12 +76,13 @@ class QNetwork(nn.Module):
     activation: str = "relu"
     layer_norm: bool = False
     layer_norm_first: bool = False
+    layer_norm_epsilon: float = 1e-6
 
     @nn.compact
     def __call__(self, obs, action):
         x = jnp.concatenate([obs, action], axis=-1)
         return MLP(self.hidden_sizes, self.output_size, self.activation, self.layer_norm,
-                   layer_norm_first=self.layer_norm_first)(x)
+                   layer_norm_first=self.layer_norm_first, layer_norm_epsilon=self.layer_norm_epsilon)(x)
 
 
 class CriticEnsemble(nn.Module):
@@ -96,6 +98,7 @@ class CriticEnsemble(nn.Module):
     activation: str = "relu"
     layer_norm: bool = False
     layer_norm_first: bool = False
+    layer_norm_epsilon: float = 1e-6
 
     @nn.compact
     def __call__(self, obs, action):
@@ -108,7 +111,7 @@ class CriticEnsemble(nn.Module):
             axis_size=self.num_critics,
         )
         return ensemble(self.hidden_sizes, self.output_size, self.activation, self.layer_norm,
-                        self.layer_norm_first)(obs, action)
+                        self.layer_norm_first, self.layer_norm_epsilon)(obs, action)
 
 
 class GaussianPolicyHead(nn.Module):
@@ -128,11 +131,13 @@ class GaussianPolicyHead(nn.Module):
     layer_norm: bool = False
     layer_norm_first: bool = False
     output_kernel_init: Callable | None = None
+    layer_norm_epsilon: float = 1e-6
 
     @nn.compact
     def __call__(self, obs):
         out = MLP(self.hidden_sizes, 2 * self.action_size, self.activation, self.layer_norm,
-                  output_kernel_init=self.output_kernel_init, layer_norm_first=self.layer_norm_first)(obs)
+                  output_kernel_init=self.output_kernel_init, layer_norm_first=self.layer_norm_first,
+                  layer_norm_epsilon=self.layer_norm_epsilon)(obs)
         mean, raw_log_std = jnp.split(out, 2, axis=-1)
         if not self.squash_log_std:
             return mean, jnp.clip(raw_log_std, self.log_std_min, self.log_std_max)
@@ -140,21 +145,29 @@ class GaussianPolicyHead(nn.Module):
         return mean, log_std
 
 
-def tanh_log_det_jacobian(u: jax.Array) -> jax.Array:
-    """log(1 - tanh(u)^2) computed stably as 2 (log 2 - u - softplus(-2u)), elementwise."""
-    return 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+def tanh_log_det_jacobian(u: jax.Array, epsilon: float | None = None) -> jax.Array:
+    """log(1 - tanh(u)^2), elementwise: exact and stable as 2 (log 2 - u - softplus(-2u)) with ``epsilon`` None;
+    else log(1 - tanh(u)^2 + epsilon), the form of most PyTorch code (holosoma's FastSAC: epsilon 1e-6), which
+    stops falling at log(epsilon) where actions saturate (0.26 nats above the exact value at |u| = 7, 4.8 at 10)."""
+    if epsilon is None:
+        return 2.0 * (math.log(2.0) - u - jax.nn.softplus(-2.0 * u))
+    return jnp.log(1.0 - jnp.square(jnp.tanh(u)) + epsilon)
 
 
-def tanh_gaussian_log_prob(u: jax.Array, mean: jax.Array, log_std: jax.Array) -> jax.Array:
-    """log pi(tanh(u)) for u ~ N(mean, exp(log_std)^2), summed over the last axis (change of variables)."""
+def tanh_gaussian_log_prob(u: jax.Array, mean: jax.Array, log_std: jax.Array, epsilon: float | None = None
+                           ) -> jax.Array:
+    """log pi(tanh(u)) for u ~ N(mean, exp(log_std)^2), summed over the last axis (change of variables; ``epsilon``:
+    ``tanh_log_det_jacobian``'s)."""
     gaussian = -0.5 * jnp.square((u - mean) / jnp.exp(log_std)) - log_std - 0.5 * math.log(2.0 * math.pi)
-    return jnp.sum(gaussian - tanh_log_det_jacobian(u), axis=-1)
+    return jnp.sum(gaussian - tanh_log_det_jacobian(u, epsilon), axis=-1)
 
 
-def sample_tanh_gaussian(key: jax.Array, mean: jax.Array, log_std: jax.Array) -> tuple[jax.Array, jax.Array]:
-    """Reparameterised sample a = tanh(mean + std * eps) and its log-probability."""
+def sample_tanh_gaussian(key: jax.Array, mean: jax.Array, log_std: jax.Array, epsilon: float | None = None
+                         ) -> tuple[jax.Array, jax.Array]:
+    """Reparameterised sample a = tanh(mean + std * eps) and its log-probability (``epsilon``:
+    ``tanh_log_det_jacobian``'s)."""
     u = mean + jnp.exp(log_std) * jax.random.normal(key, mean.shape, mean.dtype)
-    return jnp.tanh(u), tanh_gaussian_log_prob(u, mean, log_std)
+    return jnp.tanh(u), tanh_gaussian_log_prob(u, mean, log_std, epsilon)
 
 
 def tanh_gaussian_act(actor: nn.Module, params, obs, key, deterministic: bool):

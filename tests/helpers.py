@@ -79,12 +79,13 @@ def make_state(target_scale=1.0):
                      actor=actor, critic=critic)
 
 
-def sampled(key, n):
-    """The tanh-Gaussian sample and log-prob the losses draw with ``key``, computed by hand in numpy."""
+def sampled(key, n, epsilon=0.0):
+    """The tanh-Gaussian sample and log-prob the losses draw with ``key``, computed by hand in numpy (``epsilon``:
+    the log(1 - tanh^2 + epsilon) form of PyTorch code, FastSAC's)."""
     eps = np.asarray(jax.random.normal(key, (n, 1)), np.float64)[:, 0]
     mean, std = 0.2, np.exp(-1.0)
     u = mean + std * eps
-    log_prob = -0.5 * eps**2 - np.log(std) - 0.5 * np.log(2 * np.pi) - np.log(1 - np.tanh(u) ** 2)
+    log_prob = -0.5 * eps**2 - np.log(std) - 0.5 * np.log(2 * np.pi) - np.log(1 - np.tanh(u) ** 2 + epsilon)
     return np.tanh(u), log_prob
 
 

@@ -278,3 +278,27 @@ def test_from_python_runs_as_the_readme_says(capsys):
     namespace = {}
     exec(readme_python_block("core of it:"), namespace)
     assert namespace["metrics"]["eval/return"].shape == (2,) and int(namespace["metrics"]["env_steps"]) == 2000
+
+
+def test_fields_added_later_keep_saved_runs_and_sweep_members_as_they_were():
+    """FastSAC's log_prob_epsilon and layer_norm_epsilon (official values now) did not exist when older runs were
+    saved: such a run resumes with the values it trained with (the exact log pi, flax's 1e-6), and a sweep member
+    saved then is not taken for today's default; SAC's num_critics, added at the value that changes nothing, leaves
+    the ids of its members alone."""
+    from experiments import rundir
+    from experiments import sweep as sweep_lib
+    from experiments.rundir import config_to_dict
+
+    saved = {"agent": "fastsac", "run": {"env": "toy/Pendulum"}, "loop": {}, "agent_config": {"batch_size": 32}}
+    cfg = rundir.resolve(saved=saved, run_dir="x").agent_cfg
+    assert cfg.log_prob_epsilon is None and cfg.layer_norm_epsilon == 1e-6
+    assert get_agent("fastsac").Config().log_prob_epsilon == 1e-6
+    run, loop = {"env": "toy/Pendulum", "seed": 0}, {"steps": 400}
+    today = config_to_dict(get_agent("fastsac").Config())
+    before = {k: v for k, v in today.items() if k not in ("log_prob_epsilon", "layer_norm_epsilon")}
+    assert sweep_lib.member_id("fastsac", run, loop, today) != sweep_lib.member_id("fastsac", run, loop, before)
+    sac_today = config_to_dict(sac.Config())
+    sac_before = {k: v for k, v in sac_today.items() if k not in ("num_critics", "policy_delay")}
+    assert sweep_lib.member_id("sac", run, loop, sac_today) == sweep_lib.member_id("sac", run, loop, sac_before)
+    assert sweep_lib.member_id("sac", run, loop, {**sac_today, "num_critics": 3}) != sweep_lib.member_id(
+        "sac", run, loop, sac_today)
