@@ -83,6 +83,7 @@ class Plan:
     tables: dict[str, dict[str, Any]]  # the --steps / --override values, resolved again per task (task tables)
     unverified: str = ""  # the config's settings no source confirms as the published baseline's
     agent_name: str | None = None  # --agent: a plug-in trained under the protocol in place of its agent
+    overrides: tuple[str, ...] = ()  # the --override arguments as given (the report's command repeats them)
 
     def configs_for(self, task: str):
         """(run, loop, agent config) of one task: the config file's task tables apply under the overrides."""
@@ -133,7 +134,8 @@ def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: in
         task_config = rundir.resolve(agent_name, config=config, tables=tables, env=task)
         validate(task_config.run, task_config.loop)
     return Plan(agent, config, saved.get("description", ""), spec.get("algorithm", agent.name), tasks, seeds,
-                spec.get("max_return"), run, loop, agent_cfg, tables, spec.get("unverified", ""), agent_name)
+                spec.get("max_return"), run, loop, agent_cfg, tables, spec.get("unverified", ""), agent_name,
+                tuple(overrides))
 
 
 def _parse_value(text: str):
@@ -292,6 +294,7 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
              plan.description, "",
              f"Command: `jaxrl reproduce {plan.config_name} --tasks {' '.join(tasks)} --steps {plan.loop.steps} "
              f"--seeds {plan.seeds}" + (f" --agent {plan.agent_name}" if plan.agent_name else "")
+             + "".join(f" --override {item}" for item in plan.overrides)
              + "`. Env steps count simulator steps (action repeat {plan.loop.action_repeat} "
              f"included). Published numbers: `{os.path.basename(targets_path)}`, algorithm `{plan.algorithm}`.", "",
              *([f"**Agent**: `{plan.agent_name}` trained under this protocol in place of its own agent; the published "

@@ -151,7 +151,7 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
     reported alone, never beside a number; a comparable task keeps its published column (fabricated runs: the report
     reads only metrics.jsonl)."""
     tasks = ["dmc/CheetahRun", "dmc/FishSwim", "dmc/AcrobotSwingupSparse", "dmc/BallInCupPlayground", "dmc/BallInCup"]
-    plan = reproduce.make_plan("sac_dmc", tasks, 100_000, 2, [])
+    plan = reproduce.make_plan("sac_dmc", tasks, 100_000, 2, ["loop.action_repeat=1"])
     assert reproduce.note_unpublished(plan) == tasks[1:4]
     err = capsys.readouterr().err
     assert "dmc/FishSwim is not comparable with published sac results: the env differs" in err
@@ -182,6 +182,7 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
     assert rows["dmc/AcrobotSwingupSparse"]["not_comparable"] == "no published sac result for acrobot-swingup-sparse"
     assert "hangs at rest" in rows["dmc/BallInCupPlayground"]["not_comparable"]
     text = open(path).read()
+    assert "--seeds 2 --override loop.action_repeat=1`" in text  # the command as run, its overrides included
     assert "| dmc/CheetahRun | 100,000 | 300 ± 71 (2) | 300 ± 50 (3) | 0.00 |" in text
     assert "| dmc/FishSwim | 100,000 | 150 ± 71 (2) | not comparable: the env differs" in text
     assert "| dmc/AcrobotSwingupSparse | 100,000 | 15 ± 7 (2) | not comparable: no published sac result" in text
