@@ -36,6 +36,10 @@ def _import_module(module_name: str, spec: str):
                           "that holds it, or add that directory to PYTHONPATH") from None
 
 
+# What get_agent loaded from each import path: agent_spec answers with the path the user gave first.
+_LOADED: dict[int, tuple[Agent, str]] = {}
+
+
 def get_agent(name: str) -> Agent:
     """``sac`` or an import path ``package.module:ATTRIBUTE`` naming an ``Agent`` (for your own agents/losses)."""
     if name in REGISTERED:
@@ -48,6 +52,7 @@ def get_agent(name: str) -> Agent:
             raise ConfigError(f"cannot load agent {name!r}: {e}") from None
         if not isinstance(agent, Agent):
             raise ConfigError(f"agent {name!r} is a {type(agent).__name__}, not a jaxrl.agent.Agent")
+        _LOADED.setdefault(id(agent), (agent, name))
         return agent
     raise ConfigError(f"unknown agent {name!r}; valid: {', '.join(list_agents())} "
                       "or an import path 'module:ATTRIBUTE'")
@@ -59,6 +64,8 @@ def agent_spec(agent: Agent) -> str | None:
     holds (one built in ``__main__`` or a notebook)."""
     if agent.name in REGISTERED and get_agent(agent.name) is agent:
         return agent.name
+    if id(agent) in _LOADED and _LOADED[id(agent)][0] is agent:
+        return _LOADED[id(agent)][1]
     found = []
     for module_name, module in list(sys.modules.items()):
         if module is None or module_name == "__main__" or module_name.split(".")[-1].startswith("_"):
@@ -70,7 +77,9 @@ def agent_spec(agent: Agent) -> str | None:
         found += [(module_name, attr) for attr in names]
     if not found:
         return None
-    # Prefer where the agent is defined (the module of its update or init) over a module that re-exports it.
+    # Prefer where the agent is defined (the module of its update or init) over a module that re-exports it, and
+    # anything over a test module that imported it.
     own = {getattr(getattr(agent, f), "__module__", None) for f in ("update", "init", "act")}
-    module_name, attr = min(found, key=lambda m: (m[0] not in own, m[1] != "AGENT", m[0].count("."), m))
+    is_test = lambda module: any(part.startswith("test") for part in module.split("."))  # noqa: E731
+    module_name, attr = min(found, key=lambda m: (m[0] not in own, is_test(m[0]), m[1] != "AGENT", m))
     return f"{module_name}:{attr}"

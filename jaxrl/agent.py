@@ -61,7 +61,6 @@ import flax.struct
 
 from jaxrl import buffer as buffer_lib
 
-
 _SAME = object()
 
 

@@ -273,7 +273,7 @@ def metrics_of(agent, spec, cfg, batch, progress):
 def test_from_python_runs_as_the_readme_says(capsys):
     from experiments.examples import from_python
 
-    result = from_python.main(steps=1000, seeds=2)
+    result = from_python.main(steps=1000, seeds=2, check=False)  # the harness on SAC runs in test_harness.py
     assert result["final_eval"].shape == (2,) and "restored state continues bitwise" in capsys.readouterr().out
     namespace = {}
     exec(readme_python_block("core of it:"), namespace)
