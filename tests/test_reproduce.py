@@ -193,3 +193,23 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
     # dmc/FingerSpin simulates with dm_control's options: only the caveat every MJX task has.
     assert envs.physics_caveat("dmc/FingerSpin").startswith("float32")
     assert envs.physics_caveat("dmc/FingerSpinPlayground").startswith("0.005 s implicitfast steps")
+
+
+def test_a_plugin_trains_under_a_protocol_and_is_reported_beside_its_agents_published_numbers(tmp_path, capsys):
+    """`jaxrl reproduce sac_dmc --agent experiments.examples.redq:AGENT`: the protocol's tables apply to the plug-in
+    (a note says so), the report names it and sets it beside the published sac rows (fabricated runs)."""
+    plan = reproduce.make_plan("sac_dmc", ["dmc/CheetahRun"], 100_000, 2, [],
+                               agent="experiments.examples.redq:AGENT")
+    assert plan.agent.name == "redq" and plan.algorithm == "sac" and plan.agent_cfg.batch_size == 512
+    assert plan.configs_for("dmc/CheetahRun")[2].num_critics == 10  # the plug-in's own Config, the protocol's values
+    assert "plug-in agent experiments.examples.redq:AGENT trains under config sac_dmc" in capsys.readouterr().err
+    (tmp_path / "targets.csv").write_text("algorithm,suite,task,env_steps,mean_return,std_over_seeds,seeds,source\n"
+                                          "sac,dmc,cheetah-run,100000,300,50,3,test\n")
+    run_dir = tmp_path / "out" / "runs" / "dmc-CheetahRun"
+    run_dir.mkdir(parents=True)
+    row = {"env_steps": 100_000, "eval/return": 300.0, "eval/return/seed0": 350.0, "eval/return/seed1": 250.0}
+    (run_dir / "metrics.jsonl").write_text(json.dumps(row) + "\n")
+    text = open(reproduce.write_report(plan, str(tmp_path / "out"), str(tmp_path / "targets.csv"))).read()
+    assert "# Reproduction report: `sac_dmc` (redq)" in text and "--agent experiments.examples.redq:AGENT`" in text
+    assert "**Agent**: `experiments.examples.redq:AGENT` trained under this protocol" in text
+    assert "| dmc/CheetahRun | 100,000 | 300 ± 71 (2) | 300 ± 50 (3) | 0.00 |" in text
