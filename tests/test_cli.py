@@ -161,7 +161,9 @@ def test_plugged_in_loss_trains_from_the_cli(tmp_path):
 def test_dmc_run_checkpoints_resumes_and_records_videos_that_change_nothing(tmp_path):
     """MJX states hold zero-size arrays, which orbax refuses; the whole state must still round-trip. Videos (every
     100 env steps and the final policy; into TensorBoard and offline W&B too) are rollouts of their own: the state
-    equals that of the same run without them, and ``jaxrl video`` renders a checkpoint's episode exactly again."""
+    equals that of the same run without them, and ``jaxrl video`` renders a checkpoint's episode exactly again.
+    The agent is a plug-in (``module:ATTR``, SAC with a Huber critic loss): its resume and ``jaxrl video`` find it
+    through the import path its run recorded, as they find a registered agent by name."""
     from envs.rendering import NO_GL, select_gl_backend
     from jaxrl.video import read_mp4
     from tests.helpers import tensorboard_events
@@ -172,8 +174,9 @@ def test_dmc_run_checkpoints_resumes_and_records_videos_that_change_nothing(tmp_
     run_dir, plain = str(tmp_path / "dmc"), str(tmp_path / "plain")
     # 50 env steps at the dmc/ suite's action repeat 2: 25 decisions, 26 frames (the reset state and each decision).
     args = ["--env", "dmc/CartpoleSwingup", "--num-envs", "2", "--num-eval-envs", "1", "--episode-length", "50",
-            "--eval-every", "100", "--learning-starts", "50", "--sac.hidden-sizes", "16", "16",
-            "--sac.batch-size", "16", "--buffer-size", "1000", "--checkpoint-every", "100"]
+            "--eval-every", "100", "--learning-starts", "50", "--agent", "experiments.examples.sac_huber:AGENT",
+            "--sac-huber.hidden-sizes", "16", "16", "--sac-huber.batch-size", "16", "--buffer-size", "1000",
+            "--checkpoint-every", "100"]
     env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
     first = jaxrl("train", *args, "--run-dir", run_dir, "--steps", "100", "--video-every", "100", "--video-width",
                   "64", "--video-height", "48", "--wandb", env=env)
@@ -183,7 +186,8 @@ def test_dmc_run_checkpoints_resumes_and_records_videos_that_change_nothing(tmp_
     assert resumed.returncode == 0, resumed.stderr
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert summary["resumed_from"] == 100 and summary["env_steps"] == 200
-    assert np.isfinite(summary["final_eval_return"])
+    assert np.isfinite(summary["final_eval_return"]) and summary["agent"] == "sac_huber"
+    assert json.load(open(os.path.join(run_dir, "config.json")))["agent"] == "experiments.examples.sac_huber:AGENT"
     assert sorted(os.listdir(os.path.join(run_dir, "videos"))) == ["env_step_100.mp4", "env_step_200.mp4"]
     for name in ("env_step_100.mp4", "env_step_200.mp4"):
         frames, fps = read_mp4(os.path.join(run_dir, "videos", name))

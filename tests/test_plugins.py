@@ -3,8 +3,10 @@ import json
 import math
 import os
 import re
+import signal
 import subprocess
 import sys
+import time
 
 import flax.linen as nn
 import jax
@@ -16,7 +18,7 @@ import pytest
 from agents import agent_spec, get_agent, sac
 from jaxrl import progress as progress_lib
 from jaxrl.loop import LoopConfig
-from tests.helpers import BATCH, KEY, FixedActor, assert_one_line_error, sampled, train
+from tests.helpers import BATCH, KEY, TINY_TABLES, FixedActor, assert_one_line_error, sampled, saved_state, train
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -139,6 +141,72 @@ def test_a_plugin_run_records_its_import_path_and_resumes_like_a_built_in(tmp_pa
     old = jaxrl_in(tmp_path, "train", "--resume", "runs/p", "--agent", "mysac:AGENT", "--steps", "600")
     assert old.returncode == 0, old.stderr
     assert json.load(open(tmp_path / "runs" / "p" / "config.json"))["agent"] == "mysac:AGENT"
+
+
+ANNEALED = '''from agents import sac
+
+
+def annealed_target(state, batch, key, cfg):
+    """The soft TD target scaled from half to whole over the first half of the run: it reads the engine's progress,
+    so a resume that lost the update count would change every later update."""
+    return sac.soft_td_target(state, batch, key, cfg) * state.progress.interpolate(0.5, 1.0, over=0.5)
+
+
+AGENT = sac.AGENT._replace(name="annealed", update=sac.make_update(target_fn=annealed_target))
+'''
+
+PLUGIN_SWEEP = """agent = "annealed:AGENT"
+envs = ["toy/Pendulum"]
+seeds = 2
+[run]
+checkpoint_every = 400
+compilation_cache = "~/.cache/jaxrl/xla-tests"
+""" + TINY_TABLES.replace("steps = 400", "steps = 2000") + """[grid]
+actor_lr = [3e-4, 1e-3]
+"""
+
+
+@pytest.mark.slow
+def test_a_plugin_sweep_killed_and_continued_ends_bitwise_equal_to_an_uninterrupted_one(tmp_path):
+    """A sweep of a plug-in in the user's working directory, SIGKILLed after its first checkpoint and run again,
+    ends with the state of the sweep that was never interrupted; a member exported from it is a run (config, ONNX
+    graph, resume) of the plug-in."""
+    (tmp_path / "annealed.py").write_text(ANNEALED)
+    (tmp_path / "sweep.toml").write_text(PLUGIN_SWEEP)
+    whole = jaxrl_in(tmp_path, "sweep", "sweep.toml", "--out", "whole")
+    assert whole.returncode == 0, whole.stderr
+    (group,) = os.listdir(tmp_path / "whole" / "groups")
+
+    proc = subprocess.Popen([sys.executable, "-m", "experiments.cli", "sweep", "sweep.toml", "--out", "killed"],
+                            cwd=tmp_path, env={**os.environ, "PYTHONPATH": REPO}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    killed = tmp_path / "killed" / "groups" / group  # the program's name depends only on its members
+    deadline = time.time() + 300
+    while time.time() < deadline and not (killed / "checkpoints" / "400" / "jaxrl_manifest.json").exists():
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert not (killed / "summary.json").exists(), "the sweep finished before it was killed"
+
+    again = jaxrl_in(tmp_path, "sweep", "sweep.toml", "--out", "killed")
+    assert again.returncode == 0, again.stderr
+    summary = json.load(open(killed / "summary.json"))
+    assert summary["resumed_from"] >= 400 and summary["env_steps"] == 2000
+    a, b = saved_state(tmp_path / "whole" / "groups" / group, 2000), saved_state(killed, 2000)
+    assert a.keys() == b.keys() and any(k.startswith(".agent.") and "params" in k for k in a)
+    for key in a:  # four members' parameters, optimizer states, buffers, env states, RNG: bitwise on CPU
+        np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    rows = [json.loads(line) for line in open(killed / "metrics.jsonl")]
+    assert [r["env_steps"] for r in rows] == list(range(200, 2001, 200))  # no chunk lost or repeated
+
+    exported = jaxrl_in(tmp_path, "export", f"killed/groups/{group}", "--member", "1", "--out", "m1")
+    assert exported.returncode == 0, exported.stderr
+    assert json.load(open(tmp_path / "m1" / "config.json"))["agent"] == "annealed:AGENT"
+    onnx = jaxrl_in(tmp_path, "export", "m1", "--onnx", "m1.onnx")
+    assert onnx.returncode == 0 and os.path.getsize(tmp_path / "m1.onnx") > 0, onnx.stderr
+    longer = jaxrl_in(tmp_path, "train", "--resume", "m1", "--steps", "2400")
+    assert longer.returncode == 0, longer.stderr
+    assert json.load(open(tmp_path / "m1" / "summary.json"))["env_steps"] == 2400
 
 
 def test_agent_spec_inverts_get_agent():
