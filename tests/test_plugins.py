@@ -370,3 +370,80 @@ def test_fields_added_later_keep_saved_runs_and_sweep_members_as_they_were():
     assert sweep_lib.member_id("sac", run, loop, sac_today) == sweep_lib.member_id("sac", run, loop, sac_before)
     assert sweep_lib.member_id("sac", run, loop, {**sac_today, "num_critics": 3}) != sweep_lib.member_id(
         "sac", run, loop, sac_today)
+
+
+# ------------------------------------------------------------------------------ what papers change: one function
+
+DEFAULT_TARGETS = {"sac": "soft_td_target", "td3": "clipped_td_target", "tqc": "truncated_target_atoms",
+                   "dsac_t": "distributional_targets", "fasttd3": "target_distributions",
+                   "fastsac": "soft_target_distributions"}
+
+
+def random_batch(key, n=8, obs_size=3, action_size=2):
+    from jaxrl.types import Batch
+
+    k = jax.random.split(key, 4)
+    return Batch(obs=jax.random.normal(k[0], (n, obs_size)),
+                 action=jax.random.uniform(k[1], (n, action_size), minval=-1.0, maxval=1.0),
+                 reward=jax.random.normal(k[2], (n,)), next_obs=jax.random.normal(k[3], (n, obs_size)),
+                 terminated=jnp.arange(n) % 3 == 0, truncated=jnp.arange(n) % 4 == 1, discount=jnp.full(n, 0.9))
+
+
+@pytest.mark.parametrize("name", sorted(DEFAULT_TARGETS))
+def test_a_swapped_target_is_the_only_change_to_the_update(name):
+    """make_update(target_fn=f) with f = the default target on rewards + 1 is bitwise the default update on a batch
+    whose rewards are + 1: the target is the one place the update reads the reward, and the swap reaches it."""
+    import importlib
+
+    from jaxrl.types import EnvSpec
+    from tests.test_probes import PROBES
+
+    module = importlib.import_module(f"agents.{name}")
+    default_target = getattr(module, DEFAULT_TARGETS[name])
+
+    def on_rewards_plus_one(state, batch, key, cfg):
+        return default_target(state, batch.replace(reward=batch.reward + 1.0), key, cfg)
+
+    cfg = PROBES[name].bandit_cfg
+    state = module.AGENT.init(KEY, EnvSpec(obs_size=3, action_size=2, decisions_per_episode=10), cfg)
+    batch = random_batch(jax.random.PRNGKey(3))
+    swapped = jax.jit(module.make_update(target_fn=on_rewards_plus_one))(state, batch, KEY, cfg)
+    shifted = jax.jit(module.update)(state, batch.replace(reward=batch.reward + 1.0), KEY, cfg)
+    unchanged = jax.jit(module.update)(state, batch, KEY, cfg)
+    jax.tree.map(np.testing.assert_array_equal, swapped, shifted)
+    assert not np.array_equal(jax.tree.leaves(swapped[0].critic_params)[0],
+                              jax.tree.leaves(unchanged[0].critic_params)[0])
+
+
+def test_td3_clips_with_the_minimum_over_every_critic():
+    """num_critics = 3: y = r + discount (1 - terminated) min_j Qbar_j(s', smoothed a') over all three."""
+    from agents import td3
+    from jaxrl.types import EnvSpec
+
+    cfg = td3.Config(hidden_sizes=(8,), num_critics=3)
+    state = td3.init(KEY, EnvSpec(obs_size=3, action_size=2, decisions_per_episode=10), cfg)
+    assert jax.tree.leaves(state.critic_params)[0].shape[0] == 3
+    batch, key = random_batch(jax.random.PRNGKey(5), n=64), jax.random.PRNGKey(6)
+    next_action = td3.smoothed_target_action(state, batch.next_obs, key, cfg)
+    next_q = np.asarray(state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0])
+    assert 2 in np.argmin(next_q, axis=0)  # the third critic is the smallest somewhere: the test can tell
+    by_hand = np.asarray(batch.reward) + 0.9 * (1 - np.asarray(batch.terminated)) * next_q.min(axis=0)
+    np.testing.assert_allclose(td3.clipped_td_target(state, batch, key, cfg), by_hand, rtol=1e-6)
+
+
+def test_fasttd3_takes_the_projection_of_the_smallest_of_every_critic():
+    """num_critics = 3 with clipped double Q: every critic's target is the projection whose expected value is the
+    smallest of the three, per sample."""
+    from agents import fasttd3
+    from jaxrl.distributional import expected_value
+    from jaxrl.types import EnvSpec
+
+    cfg = fasttd3.Config(actor_hidden_sizes=(8,), critic_hidden_sizes=(8,), num_critics=3, num_atoms=11)
+    state = fasttd3.init(KEY, EnvSpec(obs_size=3, action_size=2, decisions_per_episode=10), cfg)
+    batch, key = random_batch(jax.random.PRNGKey(5), n=64), jax.random.PRNGKey(6)
+    projected = np.asarray(fasttd3.target_distributions(state, batch, key, cfg.replace(use_cdq=False)))
+    smallest = np.argmin(np.asarray(expected_value(projected, fasttd3.support(cfg))), axis=0)
+    assert projected.shape[0] == 3 and 2 in smallest
+    target = np.asarray(fasttd3.target_distributions(state, batch, key, cfg))
+    for j in range(3):
+        np.testing.assert_allclose(target[j], projected[smallest, np.arange(64)], atol=1e-6)  # another program: ulps
