@@ -4,6 +4,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 
@@ -246,3 +247,15 @@ def tensorboard_events(run_dir):
             events.append(event)
             pos += 12 + length + 4
     return events
+
+
+def readme_python_block(marker, language="python"):
+    """The README's first fenced ``language`` block after the line holding ``marker``."""
+    text = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+    return re.search(rf"```{language}\n(.*?)```", text[text.index(marker):], re.S).group(1)
+
+
+def readme_block(marker):
+    """The command lines (comments dropped) of the README's first bash block after the line holding ``marker``."""
+    lines = (line.split("#")[0].strip() for line in readme_python_block(marker, "bash").splitlines())
+    return [line for line in lines if line]

@@ -2,7 +2,6 @@
 import json
 import math
 import os
-import re
 import signal
 import subprocess
 import sys
@@ -18,7 +17,18 @@ import pytest
 from agents import agent_spec, get_agent, sac
 from jaxrl import progress as progress_lib
 from jaxrl.loop import LoopConfig
-from tests.helpers import BATCH, KEY, TINY_TABLES, FixedActor, assert_one_line_error, sampled, saved_state, train
+from tests.helpers import (
+    BATCH,
+    KEY,
+    TINY_TABLES,
+    FixedActor,
+    assert_one_line_error,
+    readme_block,
+    readme_python_block,
+    sampled,
+    saved_state,
+    train,
+)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -209,6 +219,19 @@ def test_a_plugin_sweep_killed_and_continued_ends_bitwise_equal_to_an_uninterrup
     assert json.load(open(tmp_path / "m1" / "summary.json"))["env_steps"] == 2400
 
 
+@pytest.mark.slow
+def test_the_readmes_plugin_run_lines_run_verbatim_from_a_working_directory(tmp_path):
+    lines = readme_block("A plug-in run is a run: `tests/test_plugins.py` runs these lines verbatim")
+    assert [line.split()[1] for line in lines] == ["train", "train", "export"]
+    for line in lines:
+        result = jaxrl_in(tmp_path, *line.split()[1:])
+        assert result.returncode == 0 and "Traceback" not in result.stderr, f"{line}\n{result.stderr}"
+    summary = json.load(open(tmp_path / "runs" / "redq" / "summary.json"))
+    assert summary["agent"] == "redq" and summary["resumed_from"] == 1000 and summary["env_steps"] == 2000
+    assert json.load(open(tmp_path / "runs" / "redq" / "config.json"))["agent"] == "experiments.examples.redq:AGENT"
+    assert os.path.getsize(tmp_path / "runs" / "redq" / "policy.onnx") > 0
+
+
 def test_agent_spec_inverts_get_agent():
     for name in ("sac", "td3"):
         assert agent_spec(get_agent(name)) == name
@@ -295,11 +318,6 @@ def test_redq_updates_the_actor_and_temperature_once_per_twenty_critic_updates()
 
 
 # -------------------------------------------------------------------------------------- the README's examples
-
-
-def readme_python_block(marker):
-    text = open(os.path.join(REPO, "README.md")).read()
-    return re.search(r"```python\n(.*?)```", text[text.index(marker):], re.S).group(1)
 
 
 def test_the_readmes_hook_table_builds_agents_that_update():

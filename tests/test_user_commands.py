@@ -16,7 +16,7 @@ import pytest
 
 from experiments import rundir
 from jaxrl import ConfigError, checkpoint
-from tests.helpers import TINY, assert_one_line_error, tmpfs
+from tests.helpers import TINY, assert_one_line_error, readme_block, tmpfs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = [*TINY, "--learning-starts", "100"]
@@ -31,14 +31,6 @@ def jaxrl_in(cwd, *args, timeout=600):
 
 def no_traceback(result):
     assert "Traceback" not in result.stderr + result.stdout, result.stderr
-
-
-def readme_block(marker):
-    """The lines of the README's fenced block that follows the line holding ``marker``."""
-    text = open(os.path.join(REPO, "README.md")).read()
-    after = text[text.index(marker):]
-    block = re.search(r"```bash\n(.*?)```", after, re.S).group(1)
-    return [line.split("#")[0].strip() for line in block.splitlines() if line.split("#")[0].strip()]
 
 
 @pytest.fixture(scope="module")
