@@ -12,6 +12,15 @@ The three refinements of the paper, as the paper-era official code (Jingliang-Du
 ``critic_loss_form="huber"`` selects the 2025-07 official loss instead (commit c5105eb), see
 ``critic_huber_terms``. Published numbers predate it.
 
+Each refinement is a switch (DSAC-v1 ablations, ../shared/PLUGINS.md §7), all on by default:
+``expected_value_sub`` (1), ``twin_distributions`` (2), and refinement 3 as its two parts ``adaptive_boundary`` (the
+clip to mu +- 3 b instead of DSAC-v1's fixed ``td_bound``) and ``grad_scale`` (the (b^2 + eps) factor). Splitting
+3 in two is our reading (inferred): the official code always applies both together. All four off is DSAC-v1's
+critic loss in the GOPS form (DSAC-v1 fa840a0 ``dsac_v1.py``: one value distribution with its target copy, the mean
+on the sampled target, the std on it clipped to mu +- td_bound, eps = 0.1 in the denominators) on this agent's
+network, target policy and delayed policy step; the 2021 code's other settings (tanh-squashed log sigma, xi clipped
+to +-2: ``--dsac-t.clip-boundary 2``, reward scale 0.2, cosine learning rates) are not part of the switches.
+
 Defaults follow the official code (`dsacv2_mlp_mujoco_offserial.py`): critics and policy [256, 256, 256] with
 torch.nn.GELU's exact (erf) GELU, policy log std clamped to [-20, 0.5], target networks for both critics *and* the
 policy, lr 1e-4 (critics, policy) and 3e-4 (alpha), alpha_0 = e, entropy target -|A|, gamma 0.99, tau 0.005, batch
@@ -38,7 +47,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import ConfigError, checks
-from jaxrl.agent import Agent
+from jaxrl.agent import Agent, added_field
 from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, td_target, with_target
 from jaxrl.networks import (
     ACTIVATIONS,
@@ -55,6 +64,8 @@ from jaxrl.types import Batch, EnvSpec, zeros_obs
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
 CRITIC_LOSS_FORMS = ("paper", "huber")
+# The switches of the three refinements (refinement 3 in its two parts); all off is DSAC-v1's critic loss.
+REFINEMENTS = ("expected_value_sub", "twin_distributions", "adaptive_boundary", "grad_scale")
 
 
 @flax.struct.dataclass
@@ -73,6 +84,16 @@ class Config:
     """iterations per policy, alpha and target update"""
     critic_loss_form: str = static("paper")
     """paper: the paper-era loss with (b^2 + eps) scaling; huber: the 2025-07 official Huber-form loss"""
+    expected_value_sub: bool = added_field(True)
+    """refinement 1: the mean regresses on the expected target y_q (False: on the sampled y_z, as DSAC-v1)"""
+    twin_distributions: bool = added_field(True)
+    """refinement 2: two critics, the smaller target mean supplies both targets, the actor on their minimum (False:
+    one critic and its own target copy, as DSAC-v1)"""
+    adaptive_boundary: bool = added_field(True)
+    """refinement 3, first part: the sampled target clipped to mu +- clip_boundary b (False: to mu +- td_bound, as
+    DSAC-v1)"""
+    grad_scale: bool = added_field(True)
+    """refinement 3, second part: each critic's loss scaled by (b^2 + epsilon_b) (False: unscaled, as DSAC-v1)"""
     actor_lr: float = 1e-4
     """Adam learning rate of the policy"""
     critic_lr: float = 1e-4
@@ -91,6 +112,9 @@ class Config:
     """the eps_b in the variance-based scaling (b^2 + eps_b) and its denominators"""
     huber_delta: float = 50.0
     """delta of the Huber terms of critic_loss_form=huber"""
+    td_bound: float = added_field(10.0, static=False)
+    """DSAC-v1's fixed boundary b of the sampled target, used when adaptive_boundary is False (the 2021 code's and
+    the DSAC-v2 repository's v1 example's 10; GOPS' class default is 20)"""
     init_alpha: float = math.e
     """initial temperature alpha (official: log alpha_0 = 1)"""
     target_entropy: float | None = None
@@ -108,7 +132,7 @@ class State:
     actor_opt_state: Any
     critic_opt_state: Any
     alpha_opt_state: Any
-    mean_std: jax.Array  # [2] b_i, the running mean of each critic's sigma over batches
+    mean_std: jax.Array  # [critics] b_i, the running mean of each critic's sigma over batches
     num_updates: jax.Array  # iterations so far; the policy moves when it is a multiple of policy_delay
     last_policy_metrics: dict[str, jax.Array]  # the last policy step's (DELAYED_METRICS), reported on the
     # iterations that skip the policy
@@ -120,8 +144,12 @@ class State:
 # ---------------------------------------------------------------------------------------------- losses
 
 
+def num_critics(cfg: Config) -> int:
+    return 2 if cfg.twin_distributions else 1
+
+
 def value_distributions(critic: nn.Module, params, obs, action):
-    """(mu, sigma), each [2, B]: the critics' Gaussian return distributions, sigma = softplus(raw)."""
+    """(mu, sigma), each [critics, B]: the critics' Gaussian return distributions, sigma = softplus(raw)."""
     out = critic.apply(params, obs, action)
     return out[..., 0], jax.nn.softplus(out[..., 1])
 
@@ -133,7 +161,8 @@ def running_mean_std(mean_std, sigma, num_updates, tau_b):
 
 
 def distributional_targets(state: State, batch: Batch, key, cfg: Config):
-    """(y_q, y_z), each [B]: expected and sampled soft-return targets of the twin with the smaller mean.
+    """(y_q, y_z), each [B]: expected and sampled soft-return targets of the twin with the smaller mean (of the
+    one critic without ``twin_distributions``).
 
     a' ~ target policy(s'); z_i = mubar_i + clip(xi_i, -c, c) sigmabar_i with xi_i ~ N(0, 1) per critic;
     k = argmin_i mubar_i(s', a'); y_q = r + gamma (1 - d)(mubar_k - alpha log pi(a'|s')), y_z likewise with z_k.
@@ -144,34 +173,45 @@ def distributional_targets(state: State, batch: Batch, key, cfg: Config):
     next_mu, next_sigma = value_distributions(state.critic, state.target_critic_params, batch.next_obs, next_action)
     xi = jnp.clip(jax.random.normal(xi_key, next_mu.shape), -cfg.clip_boundary, cfg.clip_boundary)
     next_sample = next_mu + xi * next_sigma
-    # The official code's torch.where(q1 < q2, q1_sample, q2_sample): ties go to the second critic.
-    smaller = next_mu[0] < next_mu[1]
+    if cfg.twin_distributions:
+        # The official code's torch.where(q1 < q2, q1_sample, q2_sample): ties go to the second critic.
+        smaller = next_mu[0] < next_mu[1]
+        next_mean = jnp.where(smaller, next_mu[0], next_mu[1])
+        next_sample = jnp.where(smaller, next_sample[0], next_sample[1])
+    else:
+        next_mean, next_sample = next_mu[0], next_sample[0]
     soft = jnp.exp(state.log_alpha) * next_log_prob
-    y_q = td_target(batch, jnp.where(smaller, next_mu[0], next_mu[1]) - soft)
-    y_z = td_target(batch, jnp.where(smaller, next_sample[0], next_sample[1]) - soft)
+    y_q = td_target(batch, next_mean - soft)
+    y_z = td_target(batch, next_sample - soft)
     return jax.lax.stop_gradient(y_q), jax.lax.stop_gradient(y_z)
 
 
-def clipped_sample_target(y_z, mu, mean_std, clip_boundary):
-    """mu_i + clip(y_z - mu_i, -c b_i, c b_i), [2, B]: the sampled target kept within c running stds of mu_i."""
+def sample_target_bound(mean_std, cfg: Config):
+    """c b_i ([critics, 1]: c running stds) with ``adaptive_boundary``, else DSAC-v1's fixed td_bound."""
+    return cfg.clip_boundary * mean_std[:, None] if cfg.adaptive_boundary else cfg.td_bound
+
+
+def clipped_sample_target(y_z, mu, bound):
+    """mu_i + clip(y_z - mu_i, -bound_i, bound_i), [critics, B]: the sampled target kept near mu_i."""
     mu = jax.lax.stop_gradient(mu)
-    bound = clip_boundary * mean_std[:, None]
     return mu + jnp.clip(y_z[None, :] - mu, -bound, bound)
 
 
 def critic_paper_terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg: Config):
-    """Per-critic loss L_i of the paper-era code (DSAC-v2 `dsac_v2.py` before c5105eb), [2]; its gradients are
-    the paper's (Duan et al., arXiv 2310.05858):
+    """Per-critic loss L_i of the paper-era code (DSAC-v2 `dsac_v2.py` before c5105eb), [critics]; its gradients
+    are the paper's (Duan et al., arXiv 2310.05858):
 
         dL_i/dmu_i    = -(b_i^2 + eps) (y_q - mu_i) / (sighat_i^2 + eps)                 / B per sample
         dL_i/dsigma_i = -(b_i^2 + eps) ((yhat_z,i - mu_i)^2 - sighat_i^2) / (sighat_i^3 + eps) / B
     with sighat = sg(max(sigma, 0)): Gaussian-NLL gradients with the expected target substituted in the mean's.
+    ``y_q`` is the sampled target when ``expected_value_sub`` is off; the (b_i^2 + eps) factor is 1 without
+    ``grad_scale`` (DSAC-v1's GOPS loss when both are off and the clip is the fixed td_bound).
     """
     eps, sg = cfg.epsilon_b, jax.lax.stop_gradient
     sigma_hat = sg(jnp.maximum(sigma, 0.0))
     mean_grad = sg((y_q[None, :] - mu) / (sigma_hat**2 + eps))
     std_grad = sg((jnp.square(sg(mu) - y_z_clipped) - sigma_hat**2) / (sigma_hat**3 + eps))
-    scale = sg(jnp.square(mean_std)) + eps
+    scale = sg(jnp.square(mean_std)) + eps if cfg.grad_scale else 1.0
     return scale * jnp.mean(-mean_grad * mu - std_grad * sigma, axis=-1)
 
 
@@ -199,9 +239,10 @@ def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, tar
     mu, sigma = value_distributions(state.critic, critic_params, batch.obs, batch.action)
     mean_std = running_mean_std(state.mean_std, sigma, state.num_updates, cfg.tau_b)
     y_q, y_z = target_fn(state, batch, key, cfg)
-    y_z_clipped = clipped_sample_target(y_z, mu, mean_std, cfg.clip_boundary)
+    y_z_clipped = clipped_sample_target(y_z, mu, sample_target_bound(mean_std, cfg))
     terms = critic_huber_terms if cfg.critic_loss_form == "huber" else critic_paper_terms
-    loss = jnp.sum(terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg))
+    mean_target = y_q if cfg.expected_value_sub else y_z  # refinement 1
+    loss = jnp.sum(terms(mu, sigma, mean_target, y_z_clipped, mean_std, cfg))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(mu), "q_std": jnp.mean(sigma),
                   "td_error_sq": jnp.mean(jnp.square(y_q[None, :] - mu)), "target_mean": jnp.mean(y_q),
                   "mean_std": mean_std}
@@ -237,7 +278,11 @@ def check_config(cfg: Config) -> None:
         raise ConfigError(f"activation={cfg.activation!r} is not one of: {', '.join(ACTIVATIONS)}")
     checks.positive_ints(cfg, "actor_hidden_sizes", "critic_hidden_sizes", "batch_size", "n_step", "policy_delay")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha", "clip_boundary", "epsilon_b",
-                    "huber_delta")
+                    "huber_delta", "td_bound")
+    switched_off = [name for name in REFINEMENTS if not getattr(cfg, name)]
+    if cfg.critic_loss_form == "huber" and switched_off:
+        raise ConfigError(f"{', '.join(f'{n}=False' for n in switched_off)}: the refinement switches apply to "
+                          "critic_loss_form='paper' (DSAC-v1's ablations of the paper's loss), not to the huber form")
     checks.unit_interval(cfg, "gamma", "tau", "tau_b")
     checks.finite_or_none(cfg, "target_entropy")
 
@@ -245,8 +290,8 @@ def check_config(cfg: Config) -> None:
 def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = reading(spec.actor_obs, GaussianPolicyHead(cfg.actor_hidden_sizes, spec.action_size, cfg.activation,
                                                        -20.0, 0.5, squash_log_std=False))
-    critic = reading(spec.critic_obs, CriticEnsemble(cfg.critic_hidden_sizes, num_critics=2, output_size=2,
-                                                     activation=cfg.activation))
+    critic = reading(spec.critic_obs, CriticEnsemble(cfg.critic_hidden_sizes, num_critics=num_critics(cfg),
+                                                     output_size=2, activation=cfg.activation))
     actor_key, critic_key = jax.random.split(key)
     obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
     actor_params, critic_params = actor.init(actor_key, obs), critic.init(critic_key, obs, action)
@@ -262,7 +307,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         actor_opt_state=actor_opt.init(actor_params),
         critic_opt_state=critic_opt.init(critic_params),
         alpha_opt_state=alpha_opt.init(log_alpha),
-        mean_std=jnp.zeros((2,), jnp.float32),
+        mean_std=jnp.zeros((num_critics(cfg),), jnp.float32),
         num_updates=jnp.zeros((), jnp.int32),
         last_policy_metrics=dict.fromkeys(DELAYED_METRICS, jnp.zeros((), jnp.float32)),
         actor=actor,

@@ -5,8 +5,9 @@
 
 Each agent trains 2 seeds for 800 env steps on toy/Pendulum (4 envs, two chunks, updates from env step 200,
 batch 32) at its default widths (TD-MPC2 at small ones: its default planner takes most of an hour here); the
-line is a SHA-256 of every leaf of the final training state and of every chunk's metrics, bit for bit, with the
-last evaluation returns beside it to read. To fingerprint an older commit, point ``--tree`` at a worktree of it
+line is a SHA-256 of every leaf of the final training state (but its hyperparameters, which are inputs: a Config
+field added later adds a leaf there) and of every chunk's metrics, bit for bit, with the last evaluation returns
+beside it to read. To fingerprint an older commit, point ``--tree`` at a worktree of it
 (PYTHONPATH does not do it: the editable install's import hook comes first):
 
     git worktree add /tmp/old REV && python bench/fingerprint.py --tree /tmp/old > before.txt
@@ -41,8 +42,9 @@ def fingerprint(name: str) -> tuple[str, list[float]]:
         state, metrics = trainer.run_chunk(state)
         for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(metrics))[0]:
             digest.update(jax.tree_util.keystr(path).encode() + np.asarray(leaf).tobytes())
-    for leaf in jax.tree.leaves(jax.device_get(state)):
-        digest.update(np.asarray(leaf).tobytes())
+    for path, leaf in jax.tree_util.tree_flatten_with_path(jax.device_get(state))[0]:
+        if not jax.tree_util.keystr(path).startswith(".hparams"):  # inputs: a Config field added later adds a leaf
+            digest.update(np.asarray(leaf).tobytes())
     return digest.hexdigest()[:16], np.asarray(metrics["eval/return"]).round(3).tolist()
 
 

@@ -136,7 +136,9 @@ def _train_flags(base, rest: list[str]):
     Args = dataclasses.make_dataclass("TrainArgs", [
         ("run", Annotated[RunConfig, tyro.conf.OmitArgPrefixes]),
         ("loop", Annotated[LoopConfig, tyro.conf.OmitArgPrefixes]),
-        ("agent_config", Annotated[base.agent.Config, tyro.conf.arg(name=flag_prefix(name))]),
+        # An agent's switches take a value (``--dsac-t.grad-scale False``), as in its config files and sweeps.
+        ("agent_config", Annotated[base.agent.Config, tyro.conf.arg(name=flag_prefix(name)),
+                                   tyro.conf.FlagConversionOff]),
     ])
     captured = io.StringIO()
     try:

@@ -10,7 +10,10 @@ import optax
 import pytest
 
 from agents import dsac_t
+from jaxrl import ConfigError
 from jaxrl.loop import LoopConfig, default_loop_config
+from jaxrl.testing import check_agent
+from jaxrl.types import EnvSpec
 from tests.helpers import BATCH, KEY, FixedActor, sampled, train
 
 CFG = dsac_t.Config(gamma=0.9, tau=0.1, tau_b=0.2, init_alpha=0.5)
@@ -49,22 +52,26 @@ def inv_softplus(y):
     return np.log(np.expm1(y))
 
 
-def target_draws(key):
-    """The target action's log-prob and the clipped xi [2, B] that ``distributional_targets`` draws with key."""
+def target_draws(key, critics=2):
+    """The target action's log-prob and the clipped xi [critics, B] that ``distributional_targets`` draws with key."""
     action_key, xi_key = jax.random.split(key)
     _, log_prob = sampled(action_key, 2)
-    xi = np.clip(np.asarray(jax.random.normal(xi_key, (2, 2)), np.float64), -3.0, 3.0)
+    xi = np.clip(np.asarray(jax.random.normal(xi_key, (critics, 2)), np.float64), -3.0, 3.0)
     return log_prob, xi
 
 
 def test_clip_boundary_is_three_running_stds_around_the_mean():
     mu = jnp.array([[0.0, 0.0], [1.0, 1.0]])
     y_z = jnp.array([5.0, -0.2])
-    clipped = dsac_t.clipped_sample_target(y_z, mu, jnp.array([1.0, 0.5]), 3.0)
+    bound = dsac_t.sample_target_bound(jnp.array([1.0, 0.5]), CFG.replace(clip_boundary=3.0))
+    clipped = dsac_t.clipped_sample_target(y_z, mu, bound)
     # critic 0: bound 3 -> 5 clipped to 3, -0.2 inside; critic 1: bound 1.5 around 1 -> 2.5, and -0.2 inside.
     np.testing.assert_allclose(clipped, [[3.0, -0.2], [2.5, -0.2]], rtol=1e-6)
-    exactly_on = dsac_t.clipped_sample_target(jnp.array([3.0, -3.0]), jnp.zeros((2, 2)), jnp.array([1.0, 1.0]), 3.0)
+    exactly_on = dsac_t.clipped_sample_target(jnp.array([3.0, -3.0]), jnp.zeros((2, 2)), jnp.full((2, 1), 3.0))
     np.testing.assert_allclose(exactly_on, [[3.0, -3.0], [3.0, -3.0]])
+    # DSAC-v1: a fixed boundary td_bound around each mean, whatever the running stds.
+    fixed = dsac_t.sample_target_bound(jnp.array([1.0, 0.5]), CFG.replace(adaptive_boundary=False, td_bound=0.5))
+    np.testing.assert_allclose(dsac_t.clipped_sample_target(y_z, mu, fixed), [[0.5, -0.2], [1.5, 0.5]], rtol=1e-6)
 
 
 def test_the_twin_with_the_smaller_target_mean_supplies_both_targets():
@@ -143,6 +150,78 @@ def test_huber_form_gradients_match_the_2025_code():
     huber = np.where(err <= delta, 0.5 * err**2, delta * (err - 0.5 * delta))
     np.testing.assert_allclose(dsigma, weight * (sigma**2 - huber) / (sigma + eps) / batch, rtol=1e-4, atol=1e-7)
     assert np.any(np.abs(mu - y_q[None]) > delta) and np.any(np.abs(mu - y_q[None]) < delta)
+
+
+# ------------------------------------------------------------------ the refinements as switches (DSAC-v1 ablations)
+
+DSAC_V1 = CFG.replace(**dict.fromkeys(dsac_t.REFINEMENTS, False), td_bound=0.5)
+
+
+def test_all_refinements_off_is_dsac_v1s_loss_by_hand():
+    """One critic and its target copy; the mean regressed on the sampled target, sigma on it clipped to
+    mu +- td_bound, no scale (DSAC-v1's GOPS loss, eps = 0.1):
+        L = mean_B[-sg((y_z - mu) / (sighat^2 + eps)) mu - sg(((mu - yhat_z)^2 - sighat^2) / (sighat^3 + eps)) sigma]
+    """
+    online = [[[0.3, inv_softplus(0.8)], [-2.0, inv_softplus(0.05)]]]
+    target = [[[0.5, inv_softplus(1.0)], [0.2, inv_softplus(0.3)]]]
+    state = make_state(online, target, mean_std=(0.9,), num_updates=3)
+    (loss, _), grads = jax.value_and_grad(dsac_t.critic_loss, has_aux=True)(state.critic_params, state, BATCH, KEY,
+                                                                            DSAC_V1)
+    log_prob, xi = target_draws(KEY, critics=1)
+    # row 0: r + gamma (mubar + xi sigmabar - alpha log pi), target mean 0.5 and sigma 1.0; row 1 terminated: r
+    y_z = np.array([1.0 + 0.9 * (0.5 + 1.0 * xi[0, 0] - 0.5 * log_prob[0]), -1.0])
+    mu, sigma = np.array([0.3, -2.0]), np.array([0.8, 0.05])
+    y_hat = mu + np.clip(y_z - mu, -0.5, 0.5)
+    mean_weight = (y_z - mu) / (sigma**2 + 0.1)
+    std_weight = ((mu - y_hat) ** 2 - sigma**2) / (sigma**3 + 0.1)
+    assert float(loss) == pytest.approx(np.mean(-mean_weight * mu - std_weight * sigma), rel=1e-4)
+    out = np.asarray(online)
+    dsigma = np.asarray(grads["params"]["out"][..., 1]) / (1.0 / (1.0 + np.exp(-out[..., 1])))
+    np.testing.assert_allclose(grads["params"]["out"][0, :, 0], -mean_weight / 2, rtol=1e-4)
+    np.testing.assert_allclose(dsigma[0], -std_weight / 2, rtol=1e-4)
+    # The actor reads the one critic's mean; the agent builds one critic and one running std.
+    spec = EnvSpec(obs_size=3, action_size=2, decisions_per_episode=10)
+    built = dsac_t.init(KEY, spec, DSAC_V1.replace(actor_hidden_sizes=(8,), critic_hidden_sizes=(8,)))
+    assert jax.tree.leaves(built.critic_params)[0].shape[0] == 1 and built.mean_std.shape == (1,)
+
+
+@pytest.mark.parametrize("switch", ["expected_value_sub", "adaptive_boundary", "grad_scale"])
+def test_each_refinement_switched_off_alone_changes_only_its_term(switch):
+    cfg = CFG.replace(**{switch: False}, td_bound=0.4)
+    dmu, dsigma, mu, sigma, b, y_q, _ = loss_gradients(ONLINE, TARGET, (0.9, 1.3), cfg)
+    state = make_state(ONLINE, TARGET, (0.9, 1.3), 3)
+    y_z = np.asarray(dsac_t.distributional_targets(state, BATCH, KEY, cfg)[1], np.float64)
+    eps, batch = 0.1, 2
+    mean_target = y_z if switch == "expected_value_sub" else y_q  # 1: the sampled target in the mean's gradient
+    bound = 0.4 if switch == "adaptive_boundary" else 3 * b[:, None]  # 3a: DSAC-v1's fixed boundary
+    scale = 1.0 if switch == "grad_scale" else (b**2 + eps)[:, None]  # 3b: no variance-based scale
+    y_hat = mu + np.clip(y_z[None] - mu, -bound, bound)
+    np.testing.assert_allclose(dmu, -scale * (mean_target[None] - mu) / (sigma**2 + eps) / batch, rtol=1e-4,
+                               atol=1e-7)
+    np.testing.assert_allclose(dsigma, -scale * ((y_hat - mu) ** 2 - sigma**2) / (sigma**3 + eps) / batch,
+                               rtol=1e-4, atol=1e-7)
+    on = loss_gradients(ONLINE, TARGET, (0.9, 1.3), CFG)
+    assert not np.allclose(dmu, on[0]) or not np.allclose(dsigma, on[1])  # the switch changed the gradient
+
+
+def test_the_switches_are_for_the_papers_loss_and_dsac_v1_passes_the_harness():
+    with pytest.raises(ConfigError, match="grad_scale=False: the refinement switches apply to critic_loss_form="):
+        dsac_t.check_config(CFG.replace(critic_loss_form="huber", grad_scale=False))
+    check_agent(dsac_t.AGENT, DSAC_V1.replace(actor_hidden_sizes=(16, 16), critic_hidden_sizes=(16, 16),
+                                              batch_size=32), eager=False)
+
+
+def test_each_switch_is_a_flag_that_takes_a_value():
+    """``--dsac-t.<switch> False`` as the issue and the README write it (agents' bools take values)."""
+    from experiments.cli import _resolve_train, _train_flags
+
+    argv = ["--agent", "dsac_t", "--dsac-t.expected-value-sub", "False", "--dsac-t.twin-distributions", "False",
+            "--dsac-t.adaptive-boundary", "False", "--dsac-t.grad-scale", "False", "--dsac-t.td-bound", "20"]
+    _, rest, base = _resolve_train(argv)
+    _, _, cfg = _train_flags(base, rest)
+    assert [getattr(cfg, name) for name in dsac_t.REFINEMENTS] == [False] * 4 and cfg.td_bound == 20.0
+    _, _, default = _train_flags(*_resolve_train(["--agent", "dsac_t"])[2:], [])
+    assert all(getattr(default, name) for name in dsac_t.REFINEMENTS)
 
 
 def test_first_update_initialises_b_and_later_updates_average_it():

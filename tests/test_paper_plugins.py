@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from agents import sac, td3
-from experiments.plugins import aql
+from experiments.plugins import aql, aro_ddpg
 from jaxrl import ConfigError
 from jaxrl import progress as progress_lib
 from jaxrl.testing import check_agent
@@ -79,3 +79,67 @@ def test_aql_refuses_levels_outside_the_unit_interval_and_a_missing_progress():
 @pytest.mark.parametrize("agent, config", [(aql.AQ_SAC, aql.SACConfig), (aql.AQ_TD3, aql.TD3Config)])
 def test_aql_passes_the_harness(agent, config):
     check_agent(agent, config(hidden_sizes=(16, 16), batch_size=32), eager=False)
+
+
+# -------------------------------------------------------------------------------------------------- ARO-DDPG
+
+ARO = aro_ddpg.Config(hidden_sizes=(8,))
+
+
+def aro_state():
+    return aro_ddpg.init(KEY, SPEC, ARO).replace(rho=jnp.float32(0.25))
+
+
+def test_the_differential_target_has_no_discount_no_noise_and_bootstraps_through_time_limits():
+    state, batch = aro_state(), random_batch(jax.random.PRNGKey(4))
+    batch = batch.replace(discount=jnp.ones_like(batch.discount))  # gamma = 1: what the default sampler gives
+    next_action = state.actor.apply(state.target_actor_params, batch.next_obs)
+    next_q = np.asarray(state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]).min(0)
+    reward, terminated = np.asarray(batch.reward), np.asarray(batch.terminated)
+    truncated = np.asarray(batch.truncated)
+    target = aro_ddpg.differential_target(state, batch, jax.random.PRNGKey(9), ARO)
+    np.testing.assert_allclose(target, reward + (1 - terminated) * next_q, rtol=1e-6)
+    assert np.any(truncated & ~terminated)  # rows that only the official code's rule cuts
+    code_rule = aro_ddpg.differential_target(state, batch, KEY, ARO.replace(truncation_terminal=True))
+    np.testing.assert_allclose(code_rule, reward + (1 - (terminated | truncated)) * next_q, rtol=1e-6)
+
+
+def test_rho_and_the_critics_regress_on_one_residual_by_hand():
+    """L = 1/2 sum_j E[(Q_j + rho - y)^2]: dL/drho = sum_j E[Q_j + rho - y]; Adam's first step moves rho by
+    -lr sign(dL/drho); the update reports the new rho."""
+    state, batch = aro_state(), random_batch(jax.random.PRNGKey(4))
+    y = np.asarray(aro_ddpg.differential_target(state, batch, KEY, ARO), np.float64)
+    q = np.asarray(state.critic.apply(state.critic_params, batch.obs, batch.action)[..., 0], np.float64)
+    loss, _ = aro_ddpg.differential_critic_loss(state.critic_params, state, batch, KEY, ARO)
+    assert float(loss) == pytest.approx(0.5 * np.sum(np.mean((q + 0.25 - y) ** 2, axis=-1)), rel=1e-5)
+    grad = jax.grad(lambda rho: aro_ddpg.rho_loss(rho, state, batch, KEY, ARO)[0])(state.rho)
+    by_hand = np.sum(np.mean(q + 0.25 - y, axis=-1))
+    assert float(grad) == pytest.approx(by_hand, rel=1e-5)
+    new, metrics = jax.jit(aro_ddpg.update)(progress_lib.attach(state, progress_at(10)), batch, KEY, ARO)
+    assert float(new.rho) == pytest.approx(0.25 - 3e-4 * np.sign(by_hand), rel=1e-4)
+    assert float(metrics["rho"]) == float(new.rho)
+
+
+def test_the_actor_follows_the_smaller_critic():
+    state, batch = aro_state(), random_batch(jax.random.PRNGKey(4))
+    loss, _ = aro_ddpg.min_q_actor_loss(state.actor_params, state, batch, KEY, ARO)
+    q = state.critic.apply(state.critic_params, batch.obs, state.actor.apply(state.actor_params, batch.obs))[..., 0]
+    assert float(loss) == pytest.approx(-float(np.mean(np.min(np.asarray(q), axis=0))), rel=1e-6)
+
+
+def test_exploration_is_an_ornstein_uhlenbeck_process_per_env():
+    state = aro_state()
+    obs = jax.random.normal(KEY, (3, 3))
+    carry = jnp.array([[0.5, -0.5], [0.0, 0.0], [2.0, 1.0]])
+    action, noise = aro_ddpg.act(state, obs, jax.random.PRNGKey(2), ARO, False, carry)
+    expected = np.asarray(carry) * (1 - 0.15) + 0.2 * np.asarray(jax.random.normal(jax.random.PRNGKey(2), (3, 2)))
+    np.testing.assert_allclose(noise, expected, rtol=1e-6)
+    mean = np.asarray(state.actor.apply(state.actor_params, obs))
+    np.testing.assert_allclose(action, np.clip(mean + expected, -1, 1), rtol=1e-6)
+    assert aro_ddpg.init_carry(4, SPEC, ARO).shape == (4, 2)
+    greedy, same = aro_ddpg.act(state, obs, KEY, ARO, True, carry)
+    np.testing.assert_array_equal(greedy, mean) and np.testing.assert_array_equal(same, carry)
+
+
+def test_aro_ddpg_passes_the_harness():
+    check_agent(aro_ddpg.AGENT, aro_ddpg.Config(hidden_sizes=(16, 16), batch_size=32), eager=False)
