@@ -31,7 +31,7 @@ import flax.struct
 import jax.numpy as jnp
 
 from agents import sac, td3
-from jaxrl import ConfigError
+from jaxrl import ConfigError, checks
 
 
 def expectile_level(progress, cfg) -> jnp.ndarray:
@@ -63,12 +63,8 @@ def check_config(base_check):
     def check(cfg) -> None:
         base_check(cfg)
         for name in ("expectile_init", "expectile_final"):
-            value = getattr(cfg, name)
-            if not 0.0 < value < 1.0:
-                raise ConfigError(f"{name}={value!r}: an expectile level is in (0, 1) (0.5 is the mean)")
-        if not cfg.anneal_fraction > 0.0:
-            raise ConfigError(f"anneal_fraction={cfg.anneal_fraction!r}: the share of the run's env steps over "
-                              "which the expectile anneals must be > 0 (1.0: the whole run)")
+            checks.require(cfg, name, lambda x: 0.0 < x < 1.0, "an expectile level in (0, 1) (0.5 is the mean)")
+        checks.positive(cfg, "anneal_fraction")
     return check
 
 

@@ -37,6 +37,7 @@ import optax
 
 from agents import td3
 from jaxrl import checks
+from jaxrl.losses import td_target
 from jaxrl.optim import gradient_step
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
@@ -69,8 +70,9 @@ def differential_target(state: State, batch, key, cfg: Config):
     d is ``terminated`` (or ``terminated | truncated`` with ``truncation_terminal``)."""
     next_action = state.actor.apply(state.target_actor_params, batch.next_obs)
     next_q = jnp.min(state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0], axis=0)
-    done = batch.terminated | batch.truncated if cfg.truncation_terminal else batch.terminated
-    return jax.lax.stop_gradient(batch.reward + batch.discount * (1.0 - done.astype(next_q.dtype)) * next_q)
+    if cfg.truncation_terminal:
+        batch = batch.replace(terminated=batch.terminated | batch.truncated)
+    return jax.lax.stop_gradient(td_target(batch, next_q))
 
 
 def differential_critic_loss(critic_params, state: State, batch, key, cfg: Config, target_fn=differential_target):
