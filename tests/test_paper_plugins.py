@@ -5,8 +5,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents import sac, td3
-from experiments.plugins import aql, aro_ddpg
+from agents import dsac_t, sac, td3
+from experiments.plugins import aql, aro_ddpg, bl_sac, dr_sac
 from jaxrl import ConfigError
 from jaxrl import progress as progress_lib
 from jaxrl.testing import check_agent
@@ -144,3 +144,168 @@ def test_exploration_is_an_ornstein_uhlenbeck_process_per_env():
 
 def test_aro_ddpg_passes_the_harness():
     check_agent(aro_ddpg.AGENT, aro_ddpg.Config(hidden_sizes=(16, 16), batch_size=32), eager=False)
+
+
+# ---------------------------------------------------------------------------------------------------- BL-SAC
+
+BL = bl_sac.Config(hidden_sizes=(8,), bl_sigma=0.2, bl_samples=3)
+
+
+def test_the_band_limited_target_averages_the_smaller_target_critic_over_clipped_gaussian_actions_by_hand():
+    state = bl_sac.AGENT.init(KEY, SPEC, BL)
+    batch = random_batch(jax.random.PRNGKey(5))
+    key = jax.random.PRNGKey(11)
+    policy_key, action_key, _ = jax.random.split(key, 3)
+    mean, log_std = state.actor.apply(state.actor_params, batch.next_obs)
+    from jaxrl.networks import sample_tanh_gaussian
+
+    action, log_prob = sample_tanh_gaussian(policy_key, mean, log_std)
+    eps = 0.2 * np.asarray(jax.random.normal(action_key, (3, 8, 2)))
+    smoothed = np.mean([np.min(np.asarray(state.critic.apply(state.target_critic_params, batch.next_obs, jnp.asarray(
+        np.clip(np.asarray(action) + eps[k], -1, 1))))[..., 0], axis=0) for k in range(3)], axis=0)
+    alpha = np.exp(float(state.log_alpha))
+    not_done = 1 - np.asarray(batch.terminated, np.float64)
+    by_hand = np.asarray(batch.reward) + np.asarray(batch.discount) * not_done * (smoothed - alpha * np.asarray(
+        log_prob))
+    np.testing.assert_allclose(bl_sac.band_limited_target(state, batch, key, BL), by_hand, rtol=1e-5, atol=1e-6)
+
+
+def test_with_no_filter_width_the_band_limited_target_is_sacs():
+    state, batch, key = bl_sac.AGENT.init(KEY, SPEC, BL), random_batch(jax.random.PRNGKey(5)), jax.random.PRNGKey(3)
+    plain = sac.soft_td_target(state, batch, jax.random.split(key, 3)[0], BL)
+    for cfg in (BL.replace(bl_sigma=0.0), BL.replace(bl_sigma=0.0, bl_on_state=True)):
+        np.testing.assert_allclose(bl_sac.band_limited_target(state, batch, key, cfg), plain, rtol=1e-6, atol=1e-6)
+
+
+def test_the_filters_draws_are_clipped_when_asked():
+    draws = bl_sac.filter_draws(KEY, (1000, 2), BL.replace(bl_sigma=1.0, bl_noise_clip=0.3))
+    assert draws.shape == (3, 1000, 2) and float(jnp.max(jnp.abs(draws))) == pytest.approx(0.3)
+    with pytest.raises(ConfigError, match=r"bl_noise_clip must be a finite number > 0, got -0\.1"):
+        bl_sac.AGENT.check_config(BL.replace(bl_noise_clip=-0.1))
+
+
+def test_bl_sac_passes_the_harness():
+    check_agent(bl_sac.AGENT, bl_sac.Config(hidden_sizes=(16, 16), batch_size=32, bl_on_state=True), eager=False)
+
+
+# ---------------------------------------------------------------------------------------------------- DR-SAC
+
+DR = dr_sac.Config(hidden_sizes=(8,), model_samples=6, delta=0.2)
+
+
+def test_the_robust_value_by_hand_and_its_limits_in_beta():
+    v = jnp.array([[1.0, 3.0]])
+    # -1 * (log(e^-1 + e^-3) - log 2) - 0.1 = 1 - log(1 + e^-2) + log 2 - 0.1
+    by_hand = 1.0 - np.log1p(np.exp(-2.0)) + np.log(2.0) - 0.1
+    assert float(dr_sac.robust_value(v, jnp.array([1.0]), 0.1)[0]) == pytest.approx(by_hand, rel=1e-6)
+    assert float(dr_sac.robust_value(v, jnp.array([1e4]), 0.0)[0]) == pytest.approx(2.0, abs=1e-3)  # the mean
+    assert float(dr_sac.robust_value(v, jnp.array([1e-3]), 0.0)[0]) == pytest.approx(1.0, abs=1e-2)  # the minimum
+
+
+@pytest.mark.parametrize("delta", [0.02, 0.1, 0.3])
+def test_the_dual_maximum_is_the_worst_mean_over_the_kl_ball(delta):
+    """Strong duality on a two-point nominal model (values 1 and 3, probability 1/2 each): the largest Vrob over
+    beta equals min_p p + 3 (1 - p) subject to KL((p, 1 - p) || (1/2, 1/2)) <= delta, solved by bisection."""
+    low, high = 0.5, 1.0 - 1e-12
+    kl = lambda p: p * np.log(2 * p) + (1 - p) * np.log(2 * (1 - p))  # noqa: E731
+    for _ in range(200):
+        mid = (low + high) / 2
+        low, high = (mid, high) if kl(mid) < delta else (low, mid)
+    primal = low * 1.0 + (1 - low) * 3.0
+    betas = jnp.exp(jnp.linspace(-6.0, 6.0, 20001))
+    dual = jnp.max(dr_sac.robust_value(jnp.tile(jnp.array([1.0, 3.0]), (betas.size, 1)), betas, delta))
+    assert float(dual) == pytest.approx(primal, abs=1e-4)
+
+
+def dr_state():
+    return progress_lib.attach(dr_sac.AGENT.init(KEY, SPEC, DR), progress_at(10))
+
+
+def test_the_value_and_model_losses_by_hand():
+    state, batch, key = dr_state(), random_batch(jax.random.PRNGKey(6)), jax.random.PRNGKey(8)
+    action, log_prob = sampled_action(state, batch.obs, key)
+    q = np.min(np.asarray(state.critic.apply(state.target_critic_params, batch.obs, action)[..., 0]), axis=0)
+    v = np.asarray(state.value.apply(state.value_params, batch.obs))
+    target = q - np.exp(float(state.log_alpha)) * np.asarray(log_prob)
+    loss, _ = dr_sac.value_loss(state.value_params, state, batch, key, DR)
+    assert float(loss) == pytest.approx(np.mean((v - target) ** 2), rel=1e-5)
+
+    reconstruction, mu, logvar = (np.asarray(x, np.float64) for x in state.model.apply(
+        state.model_params, batch.obs, batch.action, batch.next_obs, key))
+    kl = -0.5 * np.mean(1 + logvar - mu**2 - np.exp(logvar))
+    loss, aux = dr_sac.model_loss(state.model_params, state, batch, key, DR)
+    assert float(loss) == pytest.approx(np.mean((reconstruction - np.asarray(batch.next_obs)) ** 2) + kl, rel=1e-5)
+    assert float(aux["model_kl"]) == pytest.approx(kl, rel=1e-5) and kl > 0
+
+
+def sampled_action(state, obs, key):
+    from jaxrl.networks import sample_tanh_gaussian
+
+    return sample_tanh_gaussian(key, *state.actor.apply(state.actor_params, obs))
+
+
+def test_one_update_moves_the_dual_five_times_and_the_critics_regress_on_the_robust_target():
+    state, batch, key = dr_state(), random_batch(jax.random.PRNGKey(6)), jax.random.PRNGKey(9)
+    new, metrics = jax.jit(dr_sac.update)(state, batch, key, DR)
+    robust_key, sac_key = jax.random.split(key)
+    moved, target, _ = dr_sac.robust_step(state, batch, robust_key, DR)
+    # Adam's step count: dual_steps per update; the model and V one each.
+    assert int(new.dual_opt_state[0].count) == 5 and int(new.model_opt_state[0].count) == 1
+    assert int(new.value_opt_state[0].count) == 1
+    next_values = dr_sac.nominal_next_values(moved, batch, jax.random.split(robust_key, 3)[2], DR)
+    assert next_values.shape == (8, 6)
+    beta = moved.dual.apply(moved.dual_params, batch.obs, batch.action)
+    vrob = np.asarray(dr_sac.robust_value(next_values, beta, 0.2))
+    not_done = 1 - np.asarray(batch.terminated, np.float64)
+    np.testing.assert_allclose(target, np.asarray(batch.reward) + np.asarray(batch.discount) * not_done * vrob,
+                               rtol=1e-5, atol=1e-6)
+    assert np.all(vrob <= np.asarray(next_values).mean(-1) + 1e-6)  # robust: never above the nominal mean
+    q = np.asarray(state.critic.apply(state.critic_params, batch.obs, batch.action)[..., 0], np.float64)
+    assert float(metrics["critic_loss"]) == pytest.approx(np.sum(np.mean((q - np.asarray(target)) ** 2, -1)), rel=1e-5)
+    # the value network's target moves by Polyak after its step
+    expected = jax.tree.map(lambda p, t: 0.005 * p + 0.995 * t, new.value_params, state.target_value_params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), new.target_value_params, expected)
+
+
+def test_dr_sac_refuses_a_negative_radius_and_n_step_targets():
+    with pytest.raises(ConfigError, match=r"delta must be a finite number >= 0, got -0\.1"):
+        dr_sac.AGENT.check_config(DR.replace(delta=-0.1))
+    with pytest.raises(ConfigError, match="n_step must be 1"):
+        dr_sac.AGENT.check_config(DR.replace(n_step=3))
+
+
+def test_dr_sac_passes_the_harness():
+    check_agent(dr_sac.AGENT, dr_sac.Config(hidden_sizes=(16, 16), batch_size=32, model_samples=4), eager=False)
+
+
+# ------------------------------------------------------------------------------- every plug-in: train, resume
+
+TINY = {"hidden_sizes": (16,), "batch_size": 16}
+PAPER_PLUGINS = {"aq_sac": (aql.AQ_SAC, TINY), "aq_td3": (aql.AQ_TD3, TINY), "aro_ddpg": (aro_ddpg.AGENT, TINY),
+                 "dr_sac": (dr_sac.AGENT, {**TINY, "model_samples": 4}), "bl_sac": (bl_sac.AGENT, TINY),
+                 "dsac_v1": (dsac_t.AGENT, {**dict.fromkeys(dsac_t.REFINEMENTS, False), "batch_size": 16,
+                                            "actor_hidden_sizes": (16,), "critic_hidden_sizes": (16,)})}
+
+
+@pytest.mark.parametrize("name", sorted(PAPER_PLUGINS))
+def test_each_paper_plugin_trains_and_its_restored_checkpoint_continues_bitwise(name, tmp_path):
+    """Two seeds through the compiled loop on toy/Pendulum: finite losses, and a checkpoint written after the first
+    chunk and restored continues exactly as the state that was never saved (every leaf of every seed, the plug-ins'
+    own state included: AQ-L's progress-driven level, rho, the OU noise carry, the VAE, the dual, V)."""
+    import envs
+    from jaxrl import checkpoint
+    from jaxrl.loop import LoopConfig, make_train
+
+    agent, fields = PAPER_PLUGINS[name]
+    loop = LoopConfig(steps=400, num_envs=2, num_eval_envs=2, eval_every=200, learning_starts=100, buffer_size=1000)
+    cfg = agent.Config(**fields)
+    trainer = make_train(agent, envs.make("toy/Pendulum", 2), envs.make("toy/Pendulum", 2), loop, cfg)
+    state, metrics = trainer.run_chunk(trainer.init(0, 2))
+    metrics = jax.device_get(metrics)  # the engine's own check: the first non-finite update per metric, -1 if none
+    assert metrics["updates"] > 0 and all(np.all(v == -1) for v in metrics["nonfinite_step"].values())
+    checkpoint.save(checkpoint.manager(str(tmp_path)), int(state.env_steps), state)
+    restored, _ = checkpoint.restore(str(tmp_path), jax.eval_shape(lambda: state))
+    continued, _ = trainer.run_chunk(jax.tree.map(np.copy, jax.device_get(state)))
+    again, _ = trainer.run_chunk(restored)
+    for a, b in zip(jax.tree.leaves(continued), jax.tree.leaves(again), strict=True):
+        np.testing.assert_array_equal(a, b)
