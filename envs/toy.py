@@ -12,12 +12,14 @@ import jax.numpy as jnp
 from envs.raw import RawEnv
 
 
-def pendulum() -> RawEnv:
+def pendulum(gravity: float = 10.0, mass: float = 1.0, length: float = 1.0) -> RawEnv:
     """Gym's Pendulum-v1 swing-up (g=10, m=l=1, dt=0.05, torque in [-2, 2] mapped from [-1, 1]).
 
-    200 steps, never terminates. Random actions score about -1200; a solved swing-up about -150.
+    200 steps, never terminates. Random actions score about -1200; a solved swing-up about -150. Other ``gravity``,
+    ``mass`` and ``length`` give the shifted pendulums robustness is evaluated on (DR-SAC's ``param_shift``); the
+    registered ``toy/Pendulum`` is the nominal one.
     """
-    max_speed, max_torque, dt, g = 8.0, 2.0, 0.05, 10.0
+    max_speed, max_torque, dt, g = 8.0, 2.0, 0.05, gravity
 
     def observe(theta, theta_dot):
         return jnp.stack([jnp.cos(theta), jnp.sin(theta), theta_dot])
@@ -33,7 +35,8 @@ def pendulum() -> RawEnv:
         torque = max_torque * jnp.clip(action[0], -1.0, 1.0)
         angle = jnp.mod(theta + jnp.pi, 2 * jnp.pi) - jnp.pi
         cost = angle**2 + 0.1 * theta_dot**2 + 0.001 * torque**2
-        theta_dot = jnp.clip(theta_dot + (3 * g / 2 * jnp.sin(theta) + 3.0 * torque) * dt, -max_speed, max_speed)
+        acceleration = 3 * g / (2 * length) * jnp.sin(theta) + 3.0 / (mass * length**2) * torque
+        theta_dot = jnp.clip(theta_dot + acceleration * dt, -max_speed, max_speed)
         theta = theta + theta_dot * dt
         new_state = jnp.stack([theta, theta_dot])
         return new_state, observe(theta, theta_dot), -cost, jnp.bool_(False)

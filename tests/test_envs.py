@@ -159,3 +159,15 @@ def test_a_brax_env_renders_its_states_and_a_toy_env_has_no_renderer():
     assert len(frames) == 2 and frames[0].shape == (48, 64, 3) and frames[0].dtype == np.uint8
     assert frames[0].std() > 1 and raw.control_dt == pytest.approx(0.04)
     assert envs.make_raw("toy/Pendulum").render is None
+
+
+def test_a_shifted_pendulum_scales_gravity_and_torque_as_gyms_equations():
+    """theta_dot' = theta_dot + (3 g / (2 l) sin theta + 3 / (m l^2) u) dt, u = 2 a, dt = 0.05 (Gym's Pendulum-v1);
+    the defaults are the registered toy/Pendulum."""
+    from envs.toy import pendulum
+
+    state = jnp.array([jnp.pi / 2, 0.0])  # horizontal, at rest: sin theta = 1
+    for gravity, mass, length in [(10.0, 1.0, 1.0), (15.0, 2.0, 1.5)]:
+        new_state, *_ = pendulum(gravity, mass, length).step(state, jnp.array([1.0]))
+        expected = (3 * gravity / (2 * length) + 3 / (mass * length**2) * 2.0) * 0.05
+        assert float(new_state[1]) == pytest.approx(expected, rel=1e-6)
