@@ -107,7 +107,7 @@ class Config:
     tau_b: float = 0.005
     """rate of the running mean std b of each critic"""
     clip_boundary: float = 3.0
-    """xi is clipped to [-c, c] and the sampled target to mu +- c b"""
+    """the sampled target is clipped to mu +- c b (adaptive_boundary), and xi to [-c, c] unless xi_clip is set"""
     epsilon_b: float = 0.1
     """the eps_b in the variance-based scaling (b^2 + eps_b) and its denominators"""
     huber_delta: float = 50.0
@@ -115,6 +115,9 @@ class Config:
     td_bound: float = added_field(10.0, static=False)
     """DSAC-v1's fixed boundary b of the sampled target, used when adaptive_boundary is False (the 2021 code's and
     the DSAC-v2 repository's v1 example's 10; GOPS' class default is 20)"""
+    xi_clip: float | None = added_field(None, static=False)
+    """the target's standard normal draw xi is clipped to [-xi_clip, xi_clip]; None: to clip_boundary's (3, DSAC-T's
+    and GOPS' DSAC-v1's; the 2021 DSAC-v1 code clips to 2)"""
     init_alpha: float = math.e
     """initial temperature alpha (official: log alpha_0 = 1)"""
     target_entropy: float | None = None
@@ -171,7 +174,8 @@ def distributional_targets(state: State, batch: Batch, key, cfg: Config):
     mean, log_std = state.actor.apply(state.target_actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(action_key, mean, log_std)
     next_mu, next_sigma = value_distributions(state.critic, state.target_critic_params, batch.next_obs, next_action)
-    xi = jnp.clip(jax.random.normal(xi_key, next_mu.shape), -cfg.clip_boundary, cfg.clip_boundary)
+    xi_clip = cfg.clip_boundary if cfg.xi_clip is None else cfg.xi_clip
+    xi = jnp.clip(jax.random.normal(xi_key, next_mu.shape), -xi_clip, xi_clip)
     next_sample = next_mu + xi * next_sigma
     if cfg.twin_distributions:
         # The official code's torch.where(q1 < q2, q1_sample, q2_sample): ties go to the second critic.
@@ -279,6 +283,8 @@ def check_config(cfg: Config) -> None:
     checks.positive_ints(cfg, "actor_hidden_sizes", "critic_hidden_sizes", "batch_size", "n_step", "policy_delay")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha", "clip_boundary", "epsilon_b",
                     "huber_delta", "td_bound")
+    if cfg.xi_clip is not None:
+        checks.positive(cfg, "xi_clip")
     switched_off = [name for name in REFINEMENTS if not getattr(cfg, name)]
     if cfg.critic_loss_form == "huber" and switched_off:
         raise ConfigError(f"{', '.join(f'{n}=False' for n in switched_off)}: the refinement switches apply to "

@@ -97,6 +97,13 @@ def test_xi_is_clipped_to_three():
     tiny_clip = dsac_t.Config(gamma=0.9, init_alpha=0.5, clip_boundary=1e-3)
     y_q, y_z = dsac_t.distributional_targets(state, BATCH, KEY, tiny_clip)
     assert np.all(np.abs(np.asarray(y_z - y_q)) <= 0.9 * softplus(0.0) * 1e-3 + 1e-6)
+    # xi_clip apart from the boundary's c (DSAC-v1's 2021 code clips xi to 2): the same draws, clipped at xi_clip
+    xi = target_draws(KEY)[1][1, 0]  # equal means: the second twin's draw (ties go to it)
+    assert 0.1 < abs(xi) < 3.0
+    for cfg, clip in [(tiny_clip.replace(xi_clip=0.1), 0.1), (tiny_clip.replace(clip_boundary=3.0), 3.0)]:
+        y_q, y_z = dsac_t.distributional_targets(state, BATCH, KEY, cfg)
+        expected = 0.9 * softplus(0.0) * np.clip(xi, -clip, clip)
+        np.testing.assert_allclose(y_z[0] - y_q[0], expected, rtol=1e-4, atol=1e-7)
 
 
 def test_running_std_starts_at_the_first_batch_mean_then_averages():

@@ -309,3 +309,10 @@ def test_each_paper_plugin_trains_and_its_restored_checkpoint_continues_bitwise(
     again, _ = trainer.run_chunk(restored)
     for a, b in zip(jax.tree.leaves(continued), jax.tree.leaves(again), strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_bl_sacs_inferred_fields_say_so_in_help(cli, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    shown = cli("train", "--agent", "experiments.plugins.bl_sac:AGENT", "--help").stdout
+    lines = [line for line in shown.splitlines() if "(inferred)" in line]
+    assert len(lines) == 4 and "bl-sigma" in lines[0] and "bl-samples" in lines[1], shown

@@ -5,8 +5,9 @@
 
 The critic regresses on the base agent's own target (SAC's soft target, TD3's clipped double-Q target, unchanged)
 with an expectile loss whose level tau anneals linearly from ``expectile_init`` (0.9, close to the optimality
-operator's max over the target's randomness) to ``expectile_final`` (0.5: the ordinary regression of the policy's
-Bellman operator) over the first ``anneal_fraction`` of the run's env steps, then stays there:
+operator's max; (inferred) a max over the target's randomness, the policy's support, not a global max) to
+``expectile_final`` (0.5: the ordinary regression of the policy's Bellman operator) over the first
+``anneal_fraction`` of the run's env steps, then stays there:
 
     L = sum_j E[ 2 |tau_t - 1[y - Q_j < 0]| (y - Q_j(s, a))^2 ],   tau_t = tau_0 + (0.5 - tau_0) min(t / T, 1).
 
@@ -21,6 +22,8 @@ was not available; the equations come from the abstract and two third-party summ
     does, one summary's reading; the other's "the step at which annealing ends" is ``anneal_fraction`` < 1).
   * (inferred) the counter is env steps (learning-start steps included), not updates: the two are the same at
     one update per env step, which is where the summaries place the method.
+  * (secondary) the sign convention: a positive residual y - Q gets the weight tau, so tau > 0.5 is optimistic.
+  * (secondary) tau_0 = 0.9 comes from the third-party summaries (ablations 0.7-0.95), not the paper's text.
   * (secondary) one next action per transition as in the base agent, no extra networks; AQ-TD3 keeps the
     twin-minimum target.
 Every numeric field is traced (a sweep vmaps over ``expectile_init`` and ``anneal_fraction``).
@@ -71,7 +74,8 @@ def check_config(base_check):
 @flax.struct.dataclass
 class SACConfig(sac.Config):
     expectile_init: float = 0.9
-    """tau_0, the expectile level at the run's start (the paper's default; ablations 0.7-0.95)"""
+    """tau_0, the expectile level at the run's start ((secondary) 0.9 as third-party summaries give it; ablations
+    0.7-0.95)"""
     expectile_final: float = 0.5
     """the level annealing ends at (0.5: the ordinary regression)"""
     anneal_fraction: float = 1.0
@@ -81,7 +85,8 @@ class SACConfig(sac.Config):
 @flax.struct.dataclass
 class TD3Config(td3.Config):
     expectile_init: float = 0.9
-    """tau_0, the expectile level at the run's start (the paper's default; ablations 0.7-0.95)"""
+    """tau_0, the expectile level at the run's start ((secondary) 0.9 as third-party summaries give it; ablations
+    0.7-0.95)"""
     expectile_final: float = 0.5
     """the level annealing ends at (0.5: the ordinary regression)"""
     anneal_fraction: float = 1.0

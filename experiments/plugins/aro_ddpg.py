@@ -22,7 +22,10 @@ for the noise process. Decisions (PLUGINS.md §6.5):
   * time limits bootstrap (the engine's rule); the code stores the time-limit step as done, which drops the
     bootstrap at the horizon: ``truncation_terminal=True`` reproduces that.
   * no smoothing noise on the target (the code has none); gamma is this Config's own 1.0, not TD3's 0.99.
-  * (inferred) each env's noise process restarts from 0 at the start of its episodes (the loop resets the carry).
+  * (deviation) each env's noise process restarts from 0 at the start of its episodes (the loop resets the carry);
+    the official process is built once in ``train.py`` and never reset.
+  * (deviation) the actor and the targets step on updates 2, 4, ... (TD3's ``every_nth``); the official counter
+    steps them on updates 1, 3, ...
   * the code's blocks of 1000 updates every 1000 env steps are the loop's 1 update per env step (same count).
 """
 from __future__ import annotations

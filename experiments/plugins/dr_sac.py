@@ -11,7 +11,9 @@ P within KL(P || P0) <= delta of the nominal one P0, in its dual form (a maximum
     Vrob(s, a; beta) = -beta (logsumexp_k(-Vbar(s'_k) / beta) - log N) - beta delta,   s'_k ~ P0hat(.|s, a), k <= N
     y = r + gamma (1 - d) Vrob(s, a; g(s, a))
 
-estimated with N next states drawn from a learned model P0hat and the target value network Vbar. As in the code:
+estimated with N next states drawn from a learned model P0hat and the target value network Vbar. As in the code
+(``sac.py`` at 041e839, the newest version read; ../shared/PLUGINS.md §5 describes the earlier 1e023e5, whose update
+order was model -> dual -> Q -> V, whose V target read the online critics and whose VAE loss summed its terms):
   * P0hat is a conditional VAE (s, a, s') -> s' (latent 5, the agent's hidden widths), trained every update on the
     minibatch with mean squared reconstruction error + the mean KL to N(0, I); samples decode prior draws z ~ N(0, I).
   * beta = g(s, a) is a network (the agent's hidden widths, ReLU, an exp output: the code's ``functional`` dual),
@@ -22,6 +24,7 @@ estimated with N next states drawn from a learned model P0hat and the target val
 The critics, actor and temperature are this library's SAC (``sac.make_update(target_fn=...)``), so SAC's networks,
 initialisation and Adam are used throughout. Every numeric field is traced: a sweep vmaps over ``delta``.
 
+(not in the paper) The paper reports the offline setting only; this is the code's online mode (``mode: continuous``).
 How the nominal next states are obtained online (the issue's question): the model is fitted to the replay buffer's
 transitions as the agent trains (one step per update, on the update's own minibatch); the offline variant trains
 it on a fixed dataset. Kept from the offline code: the model, the dual, the V-network, the update order.
