@@ -1,0 +1,88 @@
+"""Issue 33's comparison table: each paper plug-in against its base agent, from the sweeps' results.csv files.
+
+    python bench/plugin_table.py                 # the CSVs committed under bench/results/
+    python bench/plugin_table.py --markdown      # the same as a README table
+
+Each pair ran through ``jaxrl sweep`` with the same env, env-step budget, seeds and loop (the sweep files beside
+the CSVs: ``bench/results/issue33_*.toml``, ``aql_swingup_*.toml``). Columns: the final and the best evaluation
+return (mean +- std over the 3 seeds, and the seeds' values), and the wall time per env step of the whole program
+(3 seeds vmapped, compile excluded: ``run_s / env_steps``) with its ratio to the base's.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import os
+
+import numpy as np
+
+RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
+
+# (plug-in, its results, the base, the base's results, the task and budget)
+PAIRS = [
+    ("AQ-SAC", "aql_swingup_aq_sac.csv", "SAC", "aql_swingup_sac.csv", "dmc/CartpoleSwingup, 50k"),
+    ("AQ-TD3", "issue33_swingup_aq_td3.csv", "TD3", "issue33_swingup_td3.csv", "dmc/CartpoleSwingup, 50k"),
+    ("ARO-DDPG", "issue33_swingup_aro_ddpg.csv", "TD3", "issue33_swingup_td3.csv", "dmc/CartpoleSwingup, 50k"),
+    ("BL-SAC (inferred)", "issue33_swingup_bl_sac.csv", "SAC", "aql_swingup_sac.csv", "dmc/CartpoleSwingup, 50k"),
+    ("DSAC-v1 (switches off)", "issue33_swingup_dsac_v1.csv", "DSAC-T", "issue33_swingup_dsac_t.csv",
+     "dmc/CartpoleSwingup, 50k"),
+    ("DR-SAC", "issue33_pendulum_dr_sac.csv", "SAC", "issue33_pendulum_sac.csv", "toy/Pendulum, 20k (nominal)"),
+]
+
+
+def read(name: str) -> list[dict[str, str]] | None:
+    path = os.path.join(RESULTS, name)
+    return list(csv.DictReader(open(path))) if os.path.exists(path) else None
+
+
+def returns(rows, field: str) -> str:
+    values = np.array([float(r[field]) for r in rows])
+    return f"{values.mean():.0f} ± {values.std():.0f} ({' / '.join(f'{v:.0f}' for v in values)})"
+
+
+def ms_per_step(rows) -> float:
+    """The program's run time (all its members at once) per env step, in milliseconds."""
+    return 1000.0 * float(rows[0]["run_s"]) / float(rows[0]["env_steps"])
+
+
+def groups(rows) -> dict[str, list[dict[str, str]]]:
+    """Members by their swept values (a results.csv has one column per swept field after the fixed ones)."""
+    fixed = {"member", "member_id", "group", "member_in_group", "env", "seed", "final_eval_return",
+             "best_eval_return", "env_steps", "compile_s", "run_s", "group_members"}
+    swept = [f for f in rows[0] if f not in fixed]
+    out: dict[str, list[dict[str, str]]] = {}
+    for row in rows:
+        out.setdefault(" ".join(f"{f}={row[f]}" for f in swept), []).append(row)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--markdown", action="store_true")
+    args = parser.parse_args()
+    header = ["plug-in", "base", "task, env steps", "final return", "best return", "ms / env step (ratio)"]
+    lines = []
+    for name, plugin_csv, base_name, base_csv, task in PAIRS:
+        plugin, base = read(plugin_csv), read(base_csv)
+        if plugin is None or base is None:
+            lines.append([name, base_name, task, "not measured", "", ""])
+            continue
+        lines.append([base_name, "", task, returns(base, "final_eval_return"), returns(base, "best_eval_return"),
+                      f"{ms_per_step(base):.2f}"])
+        for label, rows in groups(plugin).items():
+            lines.append([f"{name} {label}".strip(), base_name, task, returns(rows, "final_eval_return"),
+                          returns(rows, "best_eval_return"),
+                          f"{ms_per_step(rows):.2f} ({ms_per_step(rows) / ms_per_step(base):.2f}x)"])
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for line in lines:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(str(x[i])) for x in [header, *lines]) for i in range(len(header))]
+        for line in [header, *lines]:
+            print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)))
+
+
+if __name__ == "__main__":
+    main()

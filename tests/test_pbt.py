@@ -1,0 +1,81 @@
+"""Population-based training: selection and perturbation on hand-made fitness vectors, the [pbt] table's checks."""
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from agents import sac
+from jaxrl import ConfigError, pbt
+from jaxrl.loop import stack_configs
+
+KEY = jax.random.PRNGKey(3)
+FITNESS = jnp.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
+
+
+def test_the_worst_copy_the_best_in_rank_order_ties_by_index_and_nan_lowest():
+    # ranked worst first: 1 (member 1), 1 (3), 2 (6), 3 (0), 4 (2), 5 (4), 6 (7), 9 (5)
+    np.testing.assert_array_equal(pbt.select_parents(FITNESS, 2, 2), [0, 5, 2, 7, 4, 5, 6, 7])
+    # a smaller top than bottom cycles through it: the 4 worst (1, 3, 6, 0) copy 5, 7, 5, 7
+    np.testing.assert_array_equal(pbt.select_parents(FITNESS, 4, 2), [7, 5, 2, 7, 4, 5, 5, 7])
+    # a member not evaluated yet (NaN) ranks below every number
+    np.testing.assert_array_equal(pbt.select_parents(FITNESS.at[5].set(jnp.nan), 1, 1), [0, 1, 2, 3, 4, 7, 6, 7])
+
+
+def test_perturbation_moves_only_copying_members_by_a_drawn_factor_within_bounds():
+    values = jnp.array([1e-3, 2e-3, 4e-3, 8e-3])
+    copied = jnp.array([False, True, True, False])
+    doubled = pbt.explore_values(values, copied, KEY, pbt.Explore("actor_lr", perturb=(2.0,), bounds=(0.0, 6e-3)))
+    np.testing.assert_allclose(doubled, [1e-3, 4e-3, 6e-3, 8e-3], rtol=1e-6)  # 8e-3 > 6e-3 but it does not copy
+    many = jnp.full(1000, 1.0)
+    moved = pbt.explore_values(many, jnp.ones(1000, bool), KEY, pbt.Explore("tau", perturb=(0.8, 1.25)))
+    np.testing.assert_allclose(np.unique(np.asarray(moved)), [0.8, 1.25], rtol=1e-6)
+    drawn = pbt.explore_values(many, jnp.ones(1000, bool), KEY,
+                               pbt.Explore("tau", resample=("log_uniform", 1e-3, 1e-1)))
+    assert 1e-3 <= float(drawn.min()) < 2e-3 and 0.05 < float(drawn.max()) <= 1e-1
+    assert np.mean(np.asarray(drawn) < 1e-2) == pytest.approx(0.5, abs=0.06)  # log-uniform: half below the middle
+
+
+def test_exploit_and_explore_gives_copies_their_parents_values_and_moves_the_explored_ones():
+    configs = [sac.Config(actor_lr=1e-4 * (k + 1), tau=0.001 * (k + 1)) for k in range(8)]
+    hparams = stack_configs(configs, configs[0])
+    cfg = pbt.PBTConfig(interval=1000, explore=(pbt.Explore("actor_lr", perturb=(1.25,)),))
+    parents, new = pbt.exploit_and_explore(hparams, FITNESS, KEY, cfg)
+    np.testing.assert_array_equal(parents, [0, 5, 2, 7, 4, 5, 6, 7])
+    expected_lr = np.array([1e-4 * (p + 1) for p in [0, 5, 2, 7, 4, 5, 6, 7]])
+    expected_lr[[1, 3]] *= 1.25
+    np.testing.assert_allclose(new.actor_lr, expected_lr, rtol=1e-6)
+    np.testing.assert_allclose(new.tau, [0.001 * (p + 1) for p in [0, 5, 2, 7, 4, 5, 6, 7]], rtol=1e-6)
+    np.testing.assert_array_equal(new.critic_lr, hparams.critic_lr)
+
+
+GOOD = {"interval": 2000, "explore": {"actor_lr": {"perturb": [0.8, 1.25], "bounds": [1e-5, 1e-2]}}}
+
+
+@pytest.mark.parametrize("table, fragment", [
+    ({**GOOD, "bottm": 0.2}, "unknown key(s) bottm"),
+    ({"explore": GOOD["explore"]}, "needs interval"),
+    ({**GOOD, "top": 1.5}, "top = 1.5 must be a fraction in (0, 1)"),
+    ({**GOOD, "explore": {"actor_lr": {"perturb": []}}}, "perturb needs a non-empty list of factors > 0"),
+    ({**GOOD, "explore": {"actor_lr": {"perturb": [2.0], "resample": {"uniform": [0, 1]}}}}, "expected {perturb"),
+    ({**GOOD, "explore": {"tau": {"resample": {"log_uniform": [0, 1]}}}}, "low < high and low > 0"),
+    ({**GOOD, "explore": {"tau": {"perturb": [2.0], "bounds": [1, 0]}}}, "bounds needs [low, high]"),
+])
+def test_a_bad_pbt_table_is_one_line(table, fragment):
+    with pytest.raises(ConfigError, match=None) as error:
+        pbt.parse(table)
+    assert fragment in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("population, changes, fragment", [
+    (3, {}, "give 0 copying and 0 copied members"),
+    (8, {"bottom": 0.75, "top": 0.5}, "together <= 8"),
+    (8, {"interval": 1500}, "interval = 1500 must be a positive multiple of the program's chunk of 1000"),
+    (8, {"explore": (pbt.Explore("hidden_sizes", perturb=(2.0,)),)}, "hidden_sizes: not a numeric (traced) field"),
+])
+def test_a_pbt_table_that_does_not_fit_its_program_is_one_line(population, changes, fragment):
+    cfg = pbt.parse(GOOD)
+    cfg = pbt.PBTConfig(**{**cfg.__dict__, **changes})
+    traced = {"actor_lr": 3e-4, "critic_lr": 3e-4, "tau": 0.005}
+    with pytest.raises(ConfigError) as error:
+        pbt.check(cfg, population, 1000, traced)
+    assert fragment in str(error.value) and "\n" not in str(error.value)
