@@ -61,14 +61,16 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     header = ["plug-in", "base", "task, env steps", "final return", "best return", "ms / env step (ratio)"]
-    lines = []
+    lines, shown = [], set()
     for name, plugin_csv, base_name, base_csv, task in PAIRS:
         plugin, base = read(plugin_csv), read(base_csv)
         if plugin is None or base is None:
             lines.append([name, base_name, task, "not measured", "", ""])
             continue
-        lines.append([base_name, "", task, returns(base, "final_eval_return"), returns(base, "best_eval_return"),
-                      f"{ms_per_step(base):.2f}"])
+        if base_csv not in shown:  # each base once, above its first plug-in
+            shown.add(base_csv)
+            lines.append([base_name, "", task, returns(base, "final_eval_return"),
+                          returns(base, "best_eval_return"), f"{ms_per_step(base):.2f}"])
         for label, rows in groups(plugin).items():
             lines.append([f"{name} {label}".strip(), base_name, task, returns(rows, "final_eval_return"),
                           returns(rows, "best_eval_return"),
