@@ -27,6 +27,7 @@ import jax.numpy as jnp
 
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
+from jaxrl import pbt as pbt_lib
 from jaxrl import progress as progress_lib
 from jaxrl import sharding as sharding_lib
 from jaxrl.agent import Agent
@@ -209,6 +210,7 @@ class TrainState:
     key: jax.Array  # [K, 2]
     env_steps: jax.Array  # int32 scalar shared by all seeds
     updates: jax.Array  # int32 scalar
+    pbt: Any = None  # population-based training's per-member record (jaxrl.pbt.PBTState); None without PBT
 
 
 class Trainer(NamedTuple):
@@ -240,6 +242,12 @@ def program_fields(cfg) -> dict[str, Any]:
     """The fields of an agent Config that fix the compiled program: static fields, and which fields are None."""
     return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
             if not f.metadata.get("pytree_node", True) or getattr(cfg, f.name) is None}
+
+
+def traced_fields(cfg) -> dict[str, Any]:
+    """The numeric fields of an agent Config that are traced (per member) inside the program: not ``program_fields``."""
+    fixed = program_fields(cfg)
+    return {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg) if f.name not in fixed}
 
 
 def stack_configs(configs, template):
@@ -296,6 +304,7 @@ class Program:
     metric_shapes: Mapping[str, jax.ShapeDtypeStruct]  # what ``learn`` returns per seed
     planned_updates: int = 0  # what the whole run does (``jaxrl.progress.Progress``'s totals)
     planned_env_steps: int = 0
+    pbt: pbt_lib.PBTConfig | None = None  # exploit/explore over the members at chunk ends (jaxrl.pbt)
 
     @property
     def spec(self) -> EnvSpec:
@@ -519,6 +528,11 @@ def run_chunk(program: Program, state: TrainState):
     metrics["nonfinite_step"] = sums.first_nonfinite
     metrics["env_steps"] = state.env_steps
     metrics["updates"] = state.updates
+    if program.pbt is not None:
+        chunks_per_interval = program.pbt.interval // program.loop.eval_every
+        due = (state.env_steps // program.schedule.chunk_env_steps) % chunks_per_interval == 0
+        state, pbt_metrics = pbt_lib.step(program.pbt, state, eval_return, due)
+        metrics.update(pbt_metrics)
     return state, metrics
 
 
@@ -545,7 +559,8 @@ def init_state(program: Program, keys, hparams) -> TrainState:
         per_seed = jax.vmap(init_one)(keys, hparams)
     else:
         per_seed = jax.lax.map(lambda args: init_one(*args), (keys, hparams))
-    return TrainState(**per_seed, env_steps=jnp.zeros((), jnp.int32), updates=jnp.zeros((), jnp.int32))
+    pbt = None if program.pbt is None else pbt_lib.init_state(keys, program.pbt)
+    return TrainState(**per_seed, env_steps=jnp.zeros((), jnp.int32), updates=jnp.zeros((), jnp.int32), pbt=pbt)
 
 
 def init_members(program: Program, seeds: list[int], configs: list, mesh=None) -> TrainState:
@@ -555,6 +570,8 @@ def init_members(program: Program, seeds: list[int], configs: list, mesh=None) -
         raise ConfigError(f"need one config per seed, got {len(seeds)} seed(s) and {len(configs)} config(s)")
     for member in configs:
         program.agent.check_config(member)
+    if program.pbt is not None:
+        pbt_lib.check(program.pbt, len(configs), program.loop.eval_every, traced_fields(program.agent_cfg))
     keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
     hparams = stack_configs(configs, program.agent_cfg)
     if mesh is None:
@@ -579,8 +596,10 @@ def buffer_layout(agent: Agent, loop: LoopConfig, spec: EnvSpec) -> buffer_lib.L
     return buffer_lib.layout(loop.buffer_size, loop.num_envs, spec, terminal_obs=agent.terminal_obs)
 
 
-def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Program:
-    """The Program for ``agent`` on ``env``, validating the sizes first (ConfigError, one line)."""
+def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_lib.PBTConfig | None = None
+             ) -> Program:
+    """The Program for ``agent`` on ``env``, validating the sizes first (ConfigError, one line). With ``pbt`` the
+    members form a population (``jaxrl.pbt``), checked against the members in ``init_members``."""
     agent.check_config(agent_cfg)
     schedule = make_schedule(loop)
     observation_roles(env.spec, loop)
@@ -608,6 +627,7 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Progra
         metric_shapes={},
         planned_updates=planned_updates,
         planned_env_steps=planned_env_steps,
+        pbt=pbt,
     )
 
     def one_seed_metrics(key):
@@ -618,12 +638,14 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Progra
     return dataclasses.replace(program, metric_shapes=jax.eval_shape(one_seed_metrics, jax.random.PRNGKey(0)))
 
 
-def make_train(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg) -> Trainer:
+def make_train(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_lib.PBTConfig | None = None
+               ) -> Trainer:
     """Build the jitted program for ``agent`` on ``env`` (a VecEnv with ``loop.num_envs`` envs).
 
     ``agent_cfg`` fixes the program (its static fields) and is every member's config in ``init``; numeric fields
-    may differ per member through ``init_members`` (sweeps). Inside the program they are traced arrays."""
-    program = describe(agent, env, eval_env, loop, agent_cfg)
+    may differ per member through ``init_members`` (sweeps). Inside the program they are traced arrays. ``pbt``:
+    population-based training over the members (``jaxrl.pbt``)."""
+    program = describe(agent, env, eval_env, loop, agent_cfg, pbt)
     return Trainer(
         init=functools.partial(init, program),
         init_members=functools.partial(init_members, program),

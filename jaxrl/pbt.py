@@ -17,9 +17,11 @@ and under ``jit`` with members sharded over devices the ranking is one global so
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any
 
+import flax.struct
 import jax
 import jax.numpy as jnp
 
@@ -160,13 +162,63 @@ def explore_values(values: jax.Array, copied: jax.Array, key: jax.Array, item: E
     return jnp.where(copied, moved, values)
 
 
-def exploit_and_explore(hparams, fitness: jax.Array, key: jax.Array, cfg: PBTConfig):
-    """(parents [K], new hparams): the gathered hparams with every explored field moved for the copying members."""
+def exploit_and_explore(hparams, fitness: jax.Array, keys: jax.Array, cfg: PBTConfig):
+    """(parents [K], new hparams): the gathered hparams with every explored field moved for the copying members.
+    ``keys`` [K, 2]: each member draws its own moves (so the draws follow the member axis when it is sharded)."""
     num_bottom, num_top = cfg.counts(fitness.shape[0])
     parents = select_parents(fitness, num_bottom, num_top)
     copied = parents != jnp.arange(fitness.shape[0])
     hparams = gather_members(hparams, parents)
-    keys = jax.random.split(key, len(cfg.explore))
-    moved = {item.field: explore_values(getattr(hparams, item.field), copied, k, item)
-             for item, k in zip(cfg.explore, keys, strict=True)}
+    field_keys = jax.vmap(lambda k: jax.random.split(k, len(cfg.explore)))(keys)  # [K, fields, 2]
+    moved = {item.field: jax.vmap(functools.partial(explore_values, item=item))(
+        getattr(hparams, item.field), copied, field_keys[:, i]) for i, item in enumerate(cfg.explore)}
     return parents, hparams.replace(**moved)
+
+
+# ------------------------------------------------------------------------------------------- the loop's step
+
+
+@flax.struct.dataclass
+class PBTState:
+    """What PBT keeps in the TrainState (so a run checkpoints and resumes it exactly): per member."""
+
+    returns: jax.Array  # [K, fitness_window] its last evaluation returns, newest last (NaN before there are any)
+    key: jax.Array  # [K, 2] its explore draws
+
+
+def init_state(member_keys: jax.Array, cfg: PBTConfig) -> PBTState:
+    """Each member's explore key comes from its own key and its index (members sharing a seed draw apart)."""
+    population = member_keys.shape[0]
+    keys = jax.vmap(lambda k, i: jax.random.fold_in(jax.random.fold_in(k, 0x9B7), i))(
+        member_keys, jnp.arange(population))
+    return PBTState(returns=jnp.full((population, cfg.fitness_window), jnp.nan, jnp.float32), key=keys)
+
+
+def fitness(returns: jax.Array) -> jax.Array:
+    """[K]: the mean of each member's recorded evaluation returns (NaN while it has none)."""
+    seen = ~jnp.isnan(returns)
+    return jnp.where(seen.any(-1), jnp.sum(jnp.where(seen, returns, 0.0), -1) / jnp.maximum(seen.sum(-1), 1), jnp.nan)
+
+
+def step(cfg: PBTConfig, state, eval_return: jax.Array, due: jax.Array):
+    """At a chunk's end: record the evaluation, and when ``due`` exploit and explore. ``state`` is the loop's
+    TrainState (``state.pbt`` a PBTState). Returns (state, metrics) with ``pbt/parent`` (each member's own index
+    when it did not copy or nothing was due), ``pbt/fitness`` and ``hparams/<field>`` of every explored field."""
+    returns = jnp.concatenate([state.pbt.returns[:, 1:], eval_return[:, None].astype(jnp.float32)], axis=1)
+    split = jax.vmap(jax.random.split)(state.pbt.key)
+    state = state.replace(pbt=PBTState(returns=returns, key=split[:, 0]))
+    population = eval_return.shape[0]
+    score = fitness(returns)
+
+    def exploit(state):
+        parents, hparams = exploit_and_explore(state.hparams, score, split[:, 1], cfg)
+        copied = dict(agent=gather_members(state.agent, parents),
+                      normalizers=gather_members(state.normalizers, parents), hparams=hparams)
+        if cfg.copy_buffer:
+            copied["buffer"] = gather_members(state.buffer, parents)
+        return state.replace(**copied), parents
+
+    state, parents = jax.lax.cond(due, exploit, lambda s: (s, jnp.arange(population)), state)
+    metrics = {"pbt/parent": parents, "pbt/fitness": score, "pbt/due": due}
+    metrics.update({f"hparams/{item.field}": getattr(state.hparams, item.field) for item in cfg.explore})
+    return state, metrics

@@ -39,7 +39,7 @@ def test_exploit_and_explore_gives_copies_their_parents_values_and_moves_the_exp
     configs = [sac.Config(actor_lr=1e-4 * (k + 1), tau=0.001 * (k + 1)) for k in range(8)]
     hparams = stack_configs(configs, configs[0])
     cfg = pbt.PBTConfig(interval=1000, explore=(pbt.Explore("actor_lr", perturb=(1.25,)),))
-    parents, new = pbt.exploit_and_explore(hparams, FITNESS, KEY, cfg)
+    parents, new = pbt.exploit_and_explore(hparams, FITNESS, jax.random.split(KEY, 8), cfg)
     np.testing.assert_array_equal(parents, [0, 5, 2, 7, 4, 5, 6, 7])
     expected_lr = np.array([1e-4 * (p + 1) for p in [0, 5, 2, 7, 4, 5, 6, 7]])
     expected_lr[[1, 3]] *= 1.25
@@ -79,3 +79,48 @@ def test_a_pbt_table_that_does_not_fit_its_program_is_one_line(population, chang
     with pytest.raises(ConfigError) as error:
         pbt.check(cfg, population, 1000, traced)
     assert fragment in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("copy_buffer", [False, True])
+def test_in_the_program_the_worst_member_becomes_a_bitwise_copy_of_the_best_and_a_resume_is_exact(copy_buffer,
+                                                                                                  tmp_path):
+    """Four SAC members on toy/Pendulum, PBT after every chunk: right after the first, the worst member's agent
+    (networks, optimiser states, targets) and observation statistics are its parent's bit for bit, and its replay
+    buffer too only with copy_buffer; its actor_lr is the parent's doubled, its other fields the parent's; its RNG
+    and envs are its own. A checkpoint restored after that chunk continues exactly as the unsaved state."""
+    import envs
+    from jaxrl import checkpoint
+    from jaxrl.loop import LoopConfig, make_train
+
+    loop = LoopConfig(steps=400, num_envs=2, num_eval_envs=2, eval_every=200, learning_starts=100, buffer_size=1000)
+    cfg = sac.Config(hidden_sizes=(16,), batch_size=16)
+    population = pbt.PBTConfig(interval=200, explore=(pbt.Explore("actor_lr", perturb=(2.0,)),),
+                               copy_buffer=copy_buffer)
+    trainer = make_train(sac.AGENT, envs.make("toy/Pendulum", 2), envs.make("toy/Pendulum", 2), loop, cfg,
+                         pbt=population)
+    configs = [cfg.replace(actor_lr=1e-4 * (k + 1), tau=0.001 * (k + 1)) for k in range(4)]
+    state, metrics = trainer.run_chunk(trainer.init_members([0, 1, 2, 3], configs))
+    metrics = jax.device_get(metrics)
+    worst, best = int(np.argmin(metrics["eval/return"])), int(np.argmax(metrics["eval/return"]))
+    expected = np.arange(4)
+    expected[worst] = best
+    np.testing.assert_array_equal(metrics["pbt/parent"], expected)
+    np.testing.assert_array_equal(metrics["pbt/fitness"], metrics["eval/return"])
+    for name, tree in [("agent", state.agent), ("normalizers", state.normalizers)] + (
+            [("buffer", state.buffer)] if copy_buffer else []):
+        for leaf in jax.tree.leaves(tree):
+            if np.ndim(leaf):
+                np.testing.assert_array_equal(leaf[worst], leaf[best], err_msg=name)
+    if not copy_buffer:  # its own transitions
+        assert any(not np.array_equal(x[worst], x[best]) for x in jax.tree.leaves(state.buffer) if np.ndim(x))
+    assert float(state.hparams.actor_lr[worst]) == pytest.approx(2 * 1e-4 * (best + 1), rel=1e-6)
+    assert float(state.hparams.tau[worst]) == pytest.approx(0.001 * (best + 1), rel=1e-6)
+    assert not np.array_equal(state.key[worst], state.key[best])
+    np.testing.assert_allclose(metrics["hparams/actor_lr"], state.hparams.actor_lr)
+
+    checkpoint.save(checkpoint.manager(str(tmp_path)), int(state.env_steps), state)
+    restored, _ = checkpoint.restore(str(tmp_path), jax.eval_shape(lambda: state))
+    continued, _ = trainer.run_chunk(jax.tree.map(np.copy, jax.device_get(state)))
+    again, _ = trainer.run_chunk(restored)
+    for a, b in zip(jax.tree.leaves(continued), jax.tree.leaves(again), strict=True):
+        np.testing.assert_array_equal(a, b)
