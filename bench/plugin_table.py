@@ -24,9 +24,11 @@ PAIRS = [
     ("AQ-TD3", "issue33_swingup_aq_td3.csv", "TD3", "issue33_swingup_td3.csv", "dmc/CartpoleSwingup, 50k"),
     ("ARO-DDPG", "issue33_swingup_aro_ddpg.csv", "TD3", "issue33_swingup_td3.csv", "dmc/CartpoleSwingup, 50k"),
     ("BL-SAC (inferred)", "issue33_swingup_bl_sac.csv", "SAC", "aql_swingup_sac.csv", "dmc/CartpoleSwingup, 50k"),
-    ("DSAC-v1 (switches off)", "issue33_swingup_dsac_v1.csv", "DSAC-T", "issue33_swingup_dsac_t.csv",
-     "dmc/CartpoleSwingup, 50k"),
     ("DR-SAC", "issue33_pendulum_dr_sac.csv", "SAC", "issue33_pendulum_sac.csv", "toy/Pendulum, 20k (nominal)"),
+    ("DSAC-v1 (switches off)", "issue33_pendulum_dsac_v1.csv", "DSAC-T", "issue33_pendulum_dsac_t.csv",
+     "toy/Pendulum, 20k, 1 update / step"),
+    ("DSAC-v1 (switches off)", "issue33_swingup_dsac_v1.csv", "DSAC-T", "issue33_swingup_dsac_t.csv",
+     "dmc/CartpoleSwingup, 50k, 1/20 update / step"),
 ]
 
 
