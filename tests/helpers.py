@@ -259,3 +259,16 @@ def readme_block(marker):
     """The command lines (comments dropped) of the README's first bash block after the line holding ``marker``."""
     lines = (line.split("#")[0].strip() for line in readme_python_block(marker, "bash").splitlines())
     return [line for line in lines if line]
+
+
+def assert_restored_checkpoint_continues_bitwise(trainer, state, directory) -> None:
+    """``state`` saved to ``directory`` and restored runs its next chunk exactly as the state that was never saved
+    (every leaf, every member)."""
+    from jaxrl import checkpoint
+
+    checkpoint.save(checkpoint.manager(str(directory)), int(state.env_steps), state)
+    restored, _ = checkpoint.restore(str(directory), jax.eval_shape(lambda: state))
+    continued, _ = trainer.run_chunk(jax.tree.map(np.copy, jax.device_get(state)))
+    again, _ = trainer.run_chunk(restored)
+    for a, b in zip(jax.tree.leaves(continued), jax.tree.leaves(again), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -11,6 +11,7 @@ from jaxrl import ConfigError
 from jaxrl import progress as progress_lib
 from jaxrl.testing import check_agent
 from jaxrl.types import EnvSpec
+from tests.helpers import assert_restored_checkpoint_continues_bitwise
 from tests.test_plugins import random_batch
 
 KEY = jax.random.PRNGKey(0)
@@ -293,7 +294,6 @@ def test_each_paper_plugin_trains_and_its_restored_checkpoint_continues_bitwise(
     chunk and restored continues exactly as the state that was never saved (every leaf of every seed, the plug-ins'
     own state included: AQ-L's progress-driven level, rho, the OU noise carry, the VAE, the dual, V)."""
     import envs
-    from jaxrl import checkpoint
     from jaxrl.loop import LoopConfig, make_train
 
     agent, fields = PAPER_PLUGINS[name]
@@ -303,12 +303,7 @@ def test_each_paper_plugin_trains_and_its_restored_checkpoint_continues_bitwise(
     state, metrics = trainer.run_chunk(trainer.init(0, 2))
     metrics = jax.device_get(metrics)  # the engine's own check: the first non-finite update per metric, -1 if none
     assert metrics["updates"] > 0 and all(np.all(v == -1) for v in metrics["nonfinite_step"].values())
-    checkpoint.save(checkpoint.manager(str(tmp_path)), int(state.env_steps), state)
-    restored, _ = checkpoint.restore(str(tmp_path), jax.eval_shape(lambda: state))
-    continued, _ = trainer.run_chunk(jax.tree.map(np.copy, jax.device_get(state)))
-    again, _ = trainer.run_chunk(restored)
-    for a, b in zip(jax.tree.leaves(continued), jax.tree.leaves(again), strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_restored_checkpoint_continues_bitwise(trainer, state, tmp_path)
 
 
 def test_bl_sacs_inferred_fields_say_so_in_help(cli, monkeypatch):

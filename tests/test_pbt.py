@@ -9,6 +9,7 @@ import pytest
 from agents import sac
 from jaxrl import ConfigError, pbt
 from jaxrl.loop import stack_configs
+from tests.helpers import assert_restored_checkpoint_continues_bitwise
 
 KEY = jax.random.PRNGKey(3)
 FITNESS = jnp.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
@@ -90,7 +91,6 @@ def test_in_the_program_the_worst_member_becomes_a_bitwise_copy_of_the_best_and_
     doubled, its other fields the parent's; its RNG and envs are its own. A checkpoint restored after that chunk
     continues exactly as the unsaved state."""
     import envs
-    from jaxrl import checkpoint
     from jaxrl.loop import LoopConfig, make_train
 
     loop = LoopConfig(steps=400, num_envs=2, num_eval_envs=2, eval_every=200, learning_starts=100, buffer_size=1000)
@@ -122,9 +122,4 @@ def test_in_the_program_the_worst_member_becomes_a_bitwise_copy_of_the_best_and_
     assert not np.array_equal(state.key[worst], state.key[best])
     np.testing.assert_allclose(metrics["hparams/actor_lr"], state.hparams.actor_lr)
 
-    checkpoint.save(checkpoint.manager(str(tmp_path)), int(state.env_steps), state)
-    restored, _ = checkpoint.restore(str(tmp_path), jax.eval_shape(lambda: state))
-    continued, _ = trainer.run_chunk(jax.tree.map(np.copy, jax.device_get(state)))
-    again, _ = trainer.run_chunk(restored)
-    for a, b in zip(jax.tree.leaves(continued), jax.tree.leaves(again), strict=True):
-        np.testing.assert_array_equal(a, b)
+    assert_restored_checkpoint_continues_bitwise(trainer, state, tmp_path)
