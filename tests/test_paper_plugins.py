@@ -1,5 +1,7 @@
 """The founding papers' ideas as plug-ins (experiments/plugins/): each new term by hand, the schedule at given
 progress, the base agent recovered where the idea switches off, and the harness."""
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -311,3 +313,20 @@ def test_bl_sacs_inferred_fields_say_so_in_help(cli, monkeypatch):
     shown = cli("train", "--agent", "experiments.plugins.bl_sac:AGENT", "--help").stdout
     lines = [line for line in shown.splitlines() if "(inferred)" in line]
     assert len(lines) == 4 and "bl-sigma" in lines[0] and "bl-samples" in lines[1], shown
+
+
+def test_the_comparison_sweep_files_plan_as_committed(cli, tmp_path, monkeypatch):
+    """Every sweep file behind the README's comparison table, as a user types it from the repository root
+    (relative path, ``module:ATTR`` agents, DSAC-v1's switches in [agent_config], DR-SAC's [grid] over delta), plans
+    its programs without an error: 3 members each, 6 for DR-SAC's two radii."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    monkeypatch.chdir(repo)
+    names = sorted(n for n in os.listdir("bench/results") if n.endswith(".toml")
+                   and n.startswith(("issue33_", "aql_swingup_")))
+    planned = {}
+    for name in names:
+        result = cli("sweep", f"bench/results/{name}", "--out", str(tmp_path / name), "--dry-run")
+        assert result.returncode == 0, f"{name}: {result.stderr}"
+        planned[name] = int(result.stdout.split(" member(s)")[0].split()[-1])
+    assert len(planned) == 12 and planned["issue33_pendulum_dr_sac.toml"] == 6
+    assert all(n == 3 for name, n in planned.items() if name != "issue33_pendulum_dr_sac.toml")
