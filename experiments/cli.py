@@ -30,7 +30,7 @@ USAGE = """usage: jaxrl {train,sweep,export,reproduce,plot,video,envs,agents,con
                                                          the deterministic actor as an ONNX graph
   jaxrl reproduce CONFIG [--tasks ...] [--steps N] [--seeds K] [--out DIR]
                                                          a paper protocol over tasks, report vs published
-  jaxrl plot RUN_OR_SWEEP_DIR... [--metric eval/return] [--by FIELD] [--x env_steps|wall_s] [--out F.png]
+  jaxrl plot RUN_OR_SWEEP_DIR... [--metric eval/return] [--by FIELD] [--x env_steps|wall_s] [--out F.png] [--pbt]
                                                          learning curves on one figure, 95 % bootstrap bands
   jaxrl video RUN_DIR [--step K] [--episodes N] [--out F.mp4]
                                                          render a checkpoint's policy (MP4)
@@ -212,7 +212,8 @@ def _train(argv: list[str]) -> int:
         if run.run_dir is None:
             run = dataclasses.replace(run, run_dir=rundir.default_run_dir(name, run.env))
             created.insert(0, os.path.abspath(run.run_dir))
-        summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members)
+        summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members,
+                           pbt=base.pbt)
     except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
         rundir.remove_if_empty(created)
         return _failure(e)
@@ -366,7 +367,13 @@ def _plot(argv: list[str]) -> int:
     parser.add_argument("--by", default=None, metavar="FIELD", help="group members by this config field's value")
     parser.add_argument("--x", default="env_steps", dest="x_axis", help=f"one of {', '.join(plot.X_AXES)}")
     parser.add_argument("--out", default="plot.png", help="the PNG to write (default plot.png)")
+    parser.add_argument("--pbt", action="store_true",
+                        help="population-based training: each population's best and median return and its explored "
+                             "fields per member over env steps (one PNG per population: --out, then --out's name "
+                             "with -2, -3, ...)")
     args = parser.parse_args(argv)
+    if args.pbt:
+        return _plot_populations(args.dirs, args.out)
     try:
         rundir.check_output_file(args.out, "--out")
         path, curves = plot.plot_runs(args.dirs, args.out, args.metric, args.by, args.x_axis)
@@ -381,6 +388,28 @@ def _plot(argv: list[str]) -> int:
             print(f"{c.label}: {c.members} member(s), {args.metric} {c.mean[-1]:.4g} at {at}"
                   + (f" (95 % CI {c.low[-1]:.4g} to {c.high[-1]:.4g})" if c.members > 1 else ""))
     print(f"plot: {path}")
+    return 0
+
+
+def _plot_populations(dirs: list[str], out: str) -> int:
+    import numpy as np
+
+    from experiments import plot, rundir
+    from jaxrl import ConfigError
+
+    try:
+        rundir.check_output_file(out, "--out")
+        programs = [program for d in dirs for program in plot.pbt_programs(d)]
+        stem, ext = os.path.splitext(out)
+        for i, program in enumerate(programs):
+            path, population = plot.plot_population(program, out if i == 0 else f"{stem}-{i + 1}{ext}")
+            final = population.returns[-1]
+            print(f"{program}: {final.size} members, {len(population.x)} evaluations; at {int(population.x[-1]):,} env "
+                  f"steps best {np.nanmax(final):.4g} (member {int(np.nanargmax(final))}), median "
+                  f"{np.nanmedian(final):.4g}; {int(population.copied.sum())} copies")
+            print(f"plot: {path}")
+    except ConfigError as e:
+        return _error(str(e))
     return 0
 
 

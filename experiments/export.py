@@ -5,7 +5,9 @@
 
 A member's run directory is an ordinary one (config.json with that member's seed and agent config, its metrics,
 its checkpoint at the same env step): ``jaxrl train --resume DIR`` continues it alone, and ``load_policy(DIR)``
-gives its acting function. Members are sliced, not retrained: the exported state is the member's exact state.
+gives its acting function. Members are sliced, not retrained: the exported state is the member's exact state. A
+population-based training member leaves with the values PBT gave it (its agent config) and the schedule its
+networks trained with (``exported_from.pbt_schedule``); the exported run is no population.
 
 The ONNX graph maps ``obs`` [B, n] to ``action`` [B, m] in [-1, 1] exactly as the run's evaluation acts
 (observation normalisation folded in with the checkpoint's statistics; with structured observations ``obs`` is
@@ -50,13 +52,13 @@ def restore_run(run_dir: str, step: int | None = None) -> SimpleNamespace:
     members = resolved.members or [(run.seed + k, agent_cfg) for k in range(run.seeds)]
     setup_jax(dataclasses.replace(run, distributed=False))
     env, eval_env = make_envs(run, loop)
-    trainer = make_train(agent, env, eval_env, loop, agent_cfg)
+    trainer = make_train(agent, env, eval_env, loop, agent_cfg, resolved.pbt)
     abstract = jax.eval_shape(lambda: trainer.init_members([s for s, _ in members], [c for _, c in members]))
     state, step = checkpoint.restore(os.path.join(run_dir, "checkpoints"), abstract, step, on_damaged=lambda s, why:
                                      rundir.note(f"checkpoint at env step {s} of {run_dir} is damaged ({why}); "
                                                  "using the newest intact one"))
     return SimpleNamespace(agent=agent, run=run, loop=loop, agent_cfg=agent_cfg, members=members,
-                           spec=trainer.program.spec, trainer=trainer, state=state, step=step)
+                           spec=trainer.program.spec, trainer=trainer, state=state, step=step, pbt=resolved.pbt)
 
 
 def take_member(state, k: int):
@@ -70,6 +72,7 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
     import envs
     from experiments import rundir
     from jaxrl import checkpoint
+    from jaxrl import pbt as pbt_lib
     from jaxrl.files import write_json, write_text_atomic
     from jaxrl.logging import member_row, read_rows
 
@@ -85,17 +88,26 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
     restored = restore_run(run_dir)
     loop, state, step = restored.loop, restored.state, restored.step
     seed, cfg = restored.members[member]
+    history = [row for row in read_rows(os.path.join(run_dir, "metrics.jsonl")) if row["env_steps"] <= step]
+    population = {}
+    if restored.pbt is not None:
+        # A PBT member leaves with the values it has now (PBT moved them) and the schedule its networks trained
+        # with; as a standalone run it is no population.
+        initial = [{e.field: getattr(c, e.field) for e in restored.pbt.explore} for _, c in restored.members]
+        population = {"pbt_schedule": pbt_lib.schedule(history, member, restored.pbt, initial, step),
+                      "pbt": saved["pbt"]}
+        cfg = cfg.replace(**{e.field: float(getattr(state.hparams, e.field)[member]) for e in restored.pbt.explore})
+        state = state.replace(pbt=None)
     os.makedirs(out_dir, exist_ok=True)
     run = dataclasses.replace(restored.run, seed=seed, seeds=1, run_dir=out_dir, shard_members=False)
     write_json(os.path.join(out_dir, "config.json"), {
         "agent": saved["agent"], "env_revision": envs.env_revision(run.env), "run": rundir.config_to_dict(run),
         "loop": rundir.config_to_dict(loop), "agent_config": rundir.config_to_dict(cfg),
         "resolved": saved.get("resolved", {}),
-        "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step}})
+        "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step, **population}})
     checkpoint.save(checkpoint.manager(os.path.join(out_dir, "checkpoints"), run.keep_checkpoints), step,
                     take_member(state, member))
-    rows = [member_row(row, member) for row in read_rows(os.path.join(run_dir, "metrics.jsonl"))
-            if row["env_steps"] <= step]
+    rows = [member_row(row, member) for row in history]
     write_text_atomic(os.path.join(out_dir, "metrics.jsonl"), "".join(json.dumps(r) + "\n" for r in rows))
     return out_dir
 

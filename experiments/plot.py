@@ -256,3 +256,106 @@ def plot_runs(paths: list[str], out: str, metric: str = "eval/return", by: str |
     envs = sorted({m.config["env"] for _, ms in members_by_input for m in ms})
     title = ", ".join(envs) if len(envs) <= 3 else f"{len(envs)} envs"
     return draw(curves, out, metric, X_AXES[x_axis], title), curves
+
+
+# ------------------------------------------------------------------------------------------- PBT populations
+
+
+def pbt_programs(path: str) -> list[str]:
+    """The population-based training programs of ``path``: itself if it is a PBT program's run directory, else the
+    PBT programs that hold a sweep's members (``OUT/groups/<name>``), in the order of the sweep file."""
+    from experiments import rundir
+
+    kind = rundir.kind(path)
+    if kind == "run":
+        if rundir.load_saved(path).get("pbt") is None:
+            raise ConfigError(f"{path} is not a population-based training program (its config.json has no pbt)")
+        return [path]
+    if kind != "sweep":
+        raise ConfigError(f"{path} is neither a run directory (config.json) nor a sweep's output (plan.json)")
+    with open(os.path.join(path, "plan.json")) as f:
+        entries = json.load(f)["members"]
+    groups = []
+    for entry in entries:
+        config = os.path.join(path, "members", entry["id"], "config.json")
+        if os.path.exists(config):
+            with open(config) as f:
+                saved = json.load(f)
+            if saved.get("pbt") is not None:
+                groups.append(os.path.join(path, saved["group_dir"]))
+    if not groups:
+        raise ConfigError(f"{path} holds no finished population-based training program (a sweep with a [pbt] table)")
+    return list(dict.fromkeys(groups))
+
+
+@dataclasses.dataclass
+class Population:
+    """A PBT program's history: env steps, every member's eval return [T, K], and each explored field's values
+    [T + 1, K] (the first row the initial values, at env step 0), and which members copied at each step [T, K]."""
+
+    source: str
+    x: np.ndarray
+    returns: np.ndarray
+    values: dict[str, np.ndarray]
+    copied: np.ndarray
+
+
+def load_population(run_dir: str) -> Population:
+    from jaxrl import pbt as pbt_lib
+    from jaxrl.logging import member_values, read_rows
+
+    with open(os.path.join(run_dir, "config.json")) as f:
+        saved = json.load(f)
+    cfg = pbt_lib.parse(saved["pbt"])
+    rows = read_rows(os.path.join(run_dir, "metrics.jsonl"))
+    x = np.array([r["env_steps"] for r in rows], np.float64)
+    returns = np.array([member_values(r, "eval/return") for r in rows], np.float64)
+    values = {}
+    for item in cfg.explore:
+        initial = [m["agent_config"][item.field] for m in saved["members"]]
+        values[item.field] = np.array([initial] + [member_values(r, f"hparams/{item.field}") for r in rows],
+                                      np.float64)
+    copied = np.array([[int(p) != k for k, p in enumerate(member_values(r, "pbt/parent"))] for r in rows])
+    return Population(run_dir, x, returns, values, copied)
+
+
+def plot_population(run_dir: str, out: str) -> tuple[str, Population]:
+    """``jaxrl plot --pbt``: the population's best and median evaluation return (each member faint), and each
+    explored field's value per member over env steps (a dot where the member copied another)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    population = load_population(run_dir)
+    fields = list(population.values)
+    fig, axes = plt.subplots(1 + len(fields), 1, figsize=(7, 3 + 2.2 * len(fields)), sharex=True, squeeze=False)
+    ax = axes[0, 0]
+    x, returns = population.x, population.returns
+    for k in range(returns.shape[1]):
+        ax.plot(x, returns[:, k], color="grey", lw=0.7, alpha=0.5)
+    ax.plot(x, np.nanmax(returns, axis=1), color="C0", lw=2, label="best member")
+    ax.plot(x, np.nanmedian(returns, axis=1), color="C1", lw=2, label="median member")
+    ax.set_ylabel("eval/return")
+    ax.legend(loc="best", fontsize=8)
+    ax.set_title(f"population of {returns.shape[1]}: {os.path.basename(os.path.normpath(run_dir))}", fontsize=9)
+    steps = np.concatenate([[0.0], x])
+    for i, name in enumerate(fields):
+        ax = axes[i + 1, 0]
+        values = population.values[name]
+        for k in range(values.shape[1]):
+            color = f"C{k % 10}"
+            ax.step(steps, values[:, k], where="post", color=color, lw=1)
+            hit = population.copied[:, k]
+            ax.plot(x[hit], values[1:, k][hit], "o", color=color, ms=3)
+        if np.all(values > 0):
+            ax.set_yscale("log")
+        ax.set_ylabel(name)
+    for row in axes:
+        row[0].grid(alpha=0.3)
+    axes[-1, 0].set_xlabel(X_AXES["env_steps"])
+    fig.tight_layout()
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out, population

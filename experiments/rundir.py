@@ -415,6 +415,7 @@ class Resolved:
     loop: Any
     agent_cfg: Any
     members: list[tuple[int, Any]] | None  # a sweep group's (seed, agent config) per member; None: run.seeds seeds
+    pbt: Any = None  # a population-based training program's jaxrl.pbt.PBTConfig (a sweep's [pbt] table)
 
 
 def resolve(agent_name: str | None = None, config: str | None = None, saved: dict[str, Any] | None = None,
@@ -488,7 +489,13 @@ def resolve(agent_name: str | None = None, config: str | None = None, saved: dic
         for k, m in enumerate(saved["members"]):
             configs.check_fields(agent.Config, m["agent_config"], f"{where} members[{k}]")
             members.append((m["seed"], config_from_dict(agent.Config, m["agent_config"])))
-    return Resolved(agent, run, loop, agent_cfg, members)
+    from jaxrl import pbt as pbt_lib
+
+    try:
+        pbt = pbt_lib.from_saved(saved or {})
+    except ConfigError as e:
+        raise ConfigError(f"{where}: {e}") from None
+    return Resolved(agent, run, loop, agent_cfg, members, pbt)
 
 
 def differences(base: Resolved, run, loop, agent_cfg) -> dict[str, tuple[Any, Any]]:

@@ -20,6 +20,11 @@ A sweep file is TOML (like the named configs in ``experiments/configs/``)::
     samples = 4
     tau = {log_uniform = [0.001, 0.05]}     # also {uniform = [a, b]}, {choice = [...]}
 
+    [pbt]            # optional: each program's members form one population (jaxrl/pbt.py, the README)
+    interval = 2000
+    [pbt.explore]
+    actor_lr = {perturb = [0.8, 1.25], bounds = [1e-5, 1e-2]}
+
 Members (one config x one seed x one env) are grouped into programs: members that differ only in the agent's
 numeric fields (learning rates, tau, gamma, entropy targets, TQC's d, ...) and seeds share one vmapped program
 (``TrainState.hparams`` carries each member's values); an env, a loop field or a static agent field (widths,
@@ -41,6 +46,9 @@ Results are never relabelled:
   to run, and every planned member's definition) before launching; each job gets the explicit member ids of its
   program and reads their definitions from ``plan.json``, so a job never re-plans (a job that starts after
   another one finished still runs exactly its members, and editing the sweep file meanwhile changes nothing).
+* A PBT member's result depends on its whole population: its id hashes the ``[pbt]`` table and the ids of every
+  member of its program too (``population_id``), and a population runs (and is reused) whole. ``OUT/pbt.csv``
+  holds every population's lineage.
 * ``OUT/results.csv`` has one row per member of the current file, in file order (``member`` is the position in
   the file, ``member_id`` the id); ``collect`` derives every column from that member's own ``config.json``,
   ``metrics.csv`` and ``summary.json``.
@@ -50,7 +58,6 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
-import io
 import itertools
 import json
 import math
@@ -65,7 +72,7 @@ from experiments import launch
 from jaxrl import ConfigError
 
 SECTIONS = ("run", "loop", "agent_config")
-TOP_KEYS = {"agent", "config", "envs", "seeds", "sweep_seed", "description", "grid", "random", *SECTIONS}
+TOP_KEYS = {"agent", "config", "envs", "seeds", "sweep_seed", "description", "grid", "random", "pbt", *SECTIONS}
 DISTRIBUTIONS = ("uniform", "log_uniform", "choice")
 # RunConfig fields that do not change a member's result (where outputs go, how often checkpoints are written, the
 # compilation cache, how members are spread over devices and hosts, videos and W&B logging; ``seeds``: a member is
@@ -90,6 +97,10 @@ class Member:
     run: Any = dataclasses.field(repr=False)
     loop: Any = dataclasses.field(repr=False)
     agent_cfg: Any = dataclasses.field(repr=False)
+    # Population-based training: the sweep's canonical [pbt] table and the ids its member would have without PBT of
+    # every member of its population (its program), sorted. Both are part of its id (``population_id``).
+    pbt: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
+    population: tuple[str, ...] = dataclasses.field(default=(), repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +113,7 @@ class Group:
     loop: Any
     agent_cfg: Any
     members: tuple[Member, ...]
+    pbt: Any = None  # jaxrl.pbt.PBTConfig of a population-based training program
 
 
 @dataclasses.dataclass(frozen=True)
@@ -146,6 +158,23 @@ def member_id(agent: str, run: dict[str, Any], loop: dict[str, Any], agent_confi
     revision = envs.env_revision(run["env"]) if env_revision is None else env_revision
     return _digest({"agent": agent, "env": run["env"], "seed": run["seed"], "run": run, "loop": loop,
                     "agent_config": agent_config, **({"env_revision": revision} if revision > 1 else {})}, 12)
+
+
+def population_id(own_id: str, pbt: dict[str, Any], population) -> str:
+    """A PBT member's id: its result depends on the [pbt] table and on every member of its population (whose
+    weights it may copy), so all of them are hashed with what defines it alone (``own_id``, ``member_id``'s). An
+    edited table or another population is another sweep, never a relabelled one."""
+    return _digest({"member": own_id, "pbt": pbt, "population": sorted(population)}, 12)
+
+
+def defined_id(d: dict[str, Any], env_revision: int | None = None) -> str:
+    """The id of a member definition (``plan.json``'s, or a finished member's ``config.json``)."""
+    own = member_id(d["agent"], d["run"], d["loop"], d["agent_config"], env_revision)
+    if d.get("pbt") is None:
+        return own
+    if own not in d.get("population", ()):
+        raise ConfigError(f"member {d.get('id', own)}: its population does not list it (edited or damaged)")
+    return population_id(own, d["pbt"], d["population"])
 
 
 def program_name(env: str, ids) -> str:
@@ -207,9 +236,13 @@ def load(path: str) -> Sweep:
     from agents import get_agent
     from experiments import configs
     from experiments.rundir import RunConfig
+    from jaxrl import pbt as pbt_lib
     from jaxrl.loop import LoopConfig
 
     data = _read_toml(path)
+    if "pbt" in data and not isinstance(data["pbt"], dict):
+        raise ConfigError(f"sweep file {path}: pbt must be a [pbt] table, got {data['pbt']!r}")
+    pbt = pbt_lib.parse(data["pbt"]) if "pbt" in data else None
     agent_name = data.get("agent")
     named = configs.load(data["config"]) if "config" in data else None
     if named is not None:
@@ -234,7 +267,34 @@ def load(path: str) -> Sweep:
     members = [_member(agent, agent_spec, base_for(env), i, env, seed, point)
                for i, (env, point, seed) in enumerate(itertools.product(envs, points, seeds))]
     swept = tuple(sorted({name for point in points for name in point}))
+    if pbt is not None:
+        members = _populations(members, pbt)
     return Sweep(agent=agent, agent_spec=agent_spec, base=base, members=tuple(members), swept=swept)
+
+
+def _populations(members: list[Member], pbt) -> list[Member]:
+    """With a [pbt] table, each program's members form one population (checked: the fractions fit it, the chunk
+    divides the interval, the explored fields are numeric); each member's id then hashes the table and the whole
+    population."""
+    from jaxrl import pbt as pbt_lib
+    from jaxrl.loop import traced_fields
+
+    table = pbt_lib.as_table(pbt)
+    populations: dict[Any, list[Member]] = {}
+    for member in members:
+        populations.setdefault(_program_key(member), []).append(member)
+    ids = {}
+    for population in populations.values():
+        own = tuple(sorted({m.id for m in population}))
+        first = population[0]
+        try:
+            pbt_lib.check(pbt, len(own), first.loop.eval_every, traced_fields(first.agent_cfg))
+        except ConfigError as e:
+            raise ConfigError(f"{e} (the population of {first.env}: members {sorted(m.index for m in population)})"
+                              ) from None
+        ids.update({m.id: own for m in population})
+    return [dataclasses.replace(m, id=population_id(m.id, table, ids[m.id]), pbt=table, population=ids[m.id])
+            for m in members]
 
 
 def _read_toml(path: str) -> dict[str, Any]:
@@ -334,8 +394,7 @@ def finished(out_dir: str, member: Member) -> bool:
         return False
     with open(os.path.join(where, "config.json")) as f:
         saved = json.load(f)
-    if member_id(saved["agent"], saved["run"], saved["loop"], saved["agent_config"],
-                 saved.get("env_revision", 1)) != member.id:
+    if defined_id(saved, saved.get("env_revision", 1)) != member.id:
         raise ConfigError(f"{where} holds the result of other settings than its id says (edited or damaged); "
                           "move it away and rerun the sweep")
     return True
@@ -348,6 +407,10 @@ def plan(sweep: Sweep, out_dir: str, reuse: bool = True) -> list[Group]:
     for member in sweep.members:
         if member.id not in todo and not (reuse and finished(out_dir, member)):
             todo[member.id] = member
+    # A population runs whole: one unfinished member (its program was interrupted between members' files) reruns
+    # the program, which finds it finished (continue_or_start) and writes every member again.
+    unfinished = {m.population for m in todo.values() if m.pbt is not None}
+    todo.update({m.id: m for m in sweep.members if m.pbt is not None and m.population in unfinished})
     groups: dict[Any, list[Member]] = {}
     for member in todo.values():
         groups.setdefault(_program_key(member), []).append(member)
@@ -358,7 +421,7 @@ def _program_key(member: Member):
     from jaxrl.loop import program_fields
 
     return (member.env, repr(dataclasses.replace(member.run, seed=0)), repr(member.loop),
-            repr(sorted(program_fields(member.agent_cfg).items())))
+            repr(sorted(program_fields(member.agent_cfg).items())), json.dumps(member.pbt, sort_keys=True))
 
 
 def make_group(index: int, members, out_dir: str) -> Group:
@@ -369,11 +432,17 @@ def make_group(index: int, members, out_dir: str) -> Group:
         raise ConfigError(f"members {', '.join(m.id for m in members)} cannot share one program (env, run, loop or "
                           "static agent fields differ)")
     first = members[0]
+    if first.pbt is not None and len(members) != len(first.population):
+        raise ConfigError(f"a population-based training program runs its whole population ({len(first.population)} "
+                          f"members), got {len(members)}")
     name = program_name(first.env, [m.id for m in members])
     # On W&B, a sweep's programs are grouped under the sweep's name unless the sweep file names a group.
     run = dataclasses.replace(first.run, seeds=len(members), run_dir=os.path.join(out_dir, "groups", name),
                               wandb_group=first.run.wandb_group or os.path.basename(os.path.normpath(out_dir)))
-    return Group(index, name, run, first.loop, first.agent_cfg, tuple(members))
+    from jaxrl import pbt as pbt_lib
+
+    return Group(index, name, run, first.loop, first.agent_cfg, tuple(members),
+                 None if first.pbt is None else pbt_lib.parse(first.pbt))
 
 
 def describe(sweep: Sweep, out_dir: str) -> str:
@@ -384,7 +453,13 @@ def describe(sweep: Sweep, out_dir: str) -> str:
     lines = [f"{len(sweep.members)} member(s): {len(reused)} reused from {os.path.join(out_dir, 'members')}, "
              f"{len(planned)} to run in {len(groups)} program(s)"]
     for g in groups:
-        lines.append(f"{os.path.join(out_dir, 'groups', g.name)}: {len(g.members)} member(s) in one program")
+        population = ""
+        if g.pbt is not None:
+            bottom, top = g.pbt.counts(len(g.members))
+            population = (f", one population (PBT every {g.pbt.interval} env steps: the worst {bottom} copy the best "
+                          f"{top}, exploring {', '.join(e.field for e in g.pbt.explore)})")
+        lines.append(f"{os.path.join(out_dir, 'groups', g.name)}: {len(g.members)} member(s) in one program"
+                     + population)
         lines += [f"  member {m.index} id {m.id} seed {m.seed} {m.values}" for m in g.members]
     if reused:
         lines.append("reused (finished in OUT/members/<id>):")
@@ -405,7 +480,8 @@ def _definition(sweep_agent: str, member: Member) -> dict[str, Any]:
     return {"agent": sweep_agent, "env": member.env, "env_revision": envs.env_revision(member.env),
             "seed": member.seed, "values": member.values,
             "run": config_to_dict(member.run), "loop": config_to_dict(member.loop),
-            "agent_config": config_to_dict(member.agent_cfg)}
+            "agent_config": config_to_dict(member.agent_cfg),
+            **({} if member.pbt is None else {"pbt": member.pbt, "population": list(member.population)})}
 
 
 def read_plan(out_dir: str) -> dict[str, Any]:
@@ -449,13 +525,14 @@ def _member_from_definition(agent, mid: str, d: dict[str, Any]) -> Member:
     from jaxrl.loop import LoopConfig
 
     member = Member(-1, d["env"], d["seed"], d["values"], mid, config_from_dict(RunConfig, d["run"]),
-                    config_from_dict(LoopConfig, d["loop"]), config_from_dict(agent.Config, d["agent_config"]))
+                    config_from_dict(LoopConfig, d["loop"]), config_from_dict(agent.Config, d["agent_config"]),
+                    d.get("pbt"), tuple(d.get("population", ())))
     import envs
 
     if d.get("env_revision", 1) != envs.env_revision(d["env"]):
         raise ConfigError(f"plan.json: member {mid} was planned for {d['env']} before that env changed "
                           "(docs/dmc_audit.md); run jaxrl sweep again to plan it anew")
-    if member_id(d["agent"], d["run"], d["loop"], d["agent_config"]) != mid:
+    if defined_id(d) != mid:
         raise ConfigError(f"plan.json: the definition of member {mid} does not hash to its id (edited?)")
     return member
 
@@ -477,7 +554,8 @@ def run_program(out_dir: str, member_ids: list[str], quiet: bool = True) -> list
     members = [_member_from_definition(agent, mid, saved["definitions"][mid]) for mid in member_ids]
     group = make_group(0, members, out_dir)
     summary, _ = continue_or_start(agent, group.run, group.loop, group.agent_cfg,
-                                   members=[(m.seed, m.agent_cfg) for m in group.members], quiet=quiet)
+                                   members=[(m.seed, m.agent_cfg) for m in group.members], quiet=quiet,
+                                   pbt=group.pbt)
     _write_members(saved["definitions"], group, summary, out_dir)
     return [m.id for m in group.members]
 
@@ -485,10 +563,13 @@ def run_program(out_dir: str, member_ids: list[str], quiet: bool = True) -> list
 def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> None:
     """Split the program's per-member metric columns into each member's own ``metrics.csv``, and write its
     ``config.json``; ``summary.json`` last (it marks the member finished)."""
-    from jaxrl.files import write_json, write_text_atomic
+    from jaxrl import pbt as pbt_lib
+    from jaxrl.files import csv_text, write_json, write_text_atomic
     from jaxrl.logging import member_row, read_rows
 
     history = read_rows(os.path.join(group.run.run_dir, "metrics.jsonl"))
+    if group.pbt is not None:
+        initial = [{e.field: getattr(m.agent_cfg, e.field) for e in group.pbt.explore} for m in group.members]
     for k, member in enumerate(group.members):
         own = [member_row(r, k) for r in history]
         where = member_dir(out_dir, member.id)
@@ -496,8 +577,10 @@ def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> No
         config = {**definitions[member.id], "id": member.id, "group": group.name,
                   "group_dir": os.path.join("groups", group.name), "member_in_group": k,
                   "group_members": len(group.members)}
+        if group.pbt is not None:  # the explored values the networks ending in this member trained with
+            config["pbt_schedule"] = pbt_lib.schedule(history, k, group.pbt, initial, summary["env_steps"])
         write_json(os.path.join(where, "config.json"), config)
-        write_text_atomic(os.path.join(where, "metrics.csv"), _csv_text(own))
+        write_text_atomic(os.path.join(where, "metrics.csv"), csv_text(own))
         evals = _evals(own)
         write_json(os.path.join(where, "summary.json"), {
             "id": member.id, "env_steps": own[-1]["env_steps"] if own else 0,
@@ -509,15 +592,6 @@ def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> No
 def _evals(rows) -> list[float]:
     values = [r.get("eval/return") for r in rows]
     return [float(v) for v in values if v not in (None, "")]
-
-
-def _csv_text(rows: list[dict[str, Any]]) -> str:
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buffer.getvalue()
 
 
 # ------------------------------------------------------------------------------------------- results
@@ -544,7 +618,10 @@ def result_row(out_dir: str, index: int, mid: str, swept) -> dict[str, Any]:
             "final_eval_return": evals[-1] if evals else float("nan"),
             "best_eval_return": max(evals) if evals else float("nan"),
             "env_steps": int(metrics[-1]["env_steps"]) if metrics else 0, "compile_s": summary["compile_s"],
-            "run_s": summary["run_s"], "group_members": config["group_members"]}
+            "run_s": summary["run_s"], "group_members": config["group_members"],
+            # A PBT member's explored values at the end (its initial ones are the swept columns).
+            **{f"final_{name.partition('/')[2]}": float(value) for name, value in (metrics[-1] if metrics else {})
+               .items() if config.get("pbt") is not None and name.startswith("hparams/")}}
 
 
 def collect(out_dir: str) -> list[dict[str, Any]]:
@@ -562,10 +639,36 @@ def collect(out_dir: str) -> list[dict[str, Any]]:
         print(f"jaxrl: {len(missing)} member(s) have no result yet (members {missing}); results.csv leaves them out",
               file=sys.stderr, flush=True)
     if rows:
-        from jaxrl.files import write_text_atomic
+        from jaxrl.files import csv_text, write_text_atomic
 
-        write_text_atomic(os.path.join(out_dir, "results.csv"), _csv_text(rows))
+        write_text_atomic(os.path.join(out_dir, "results.csv"), csv_text(rows))
+        lineage = _lineage(out_dir, rows)
+        if lineage:
+            write_text_atomic(os.path.join(out_dir, "pbt.csv"), csv_text(lineage))
     return rows
+
+
+def _lineage(out_dir: str, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``OUT/pbt.csv``: every PBT program's ``pbt.csv`` (its members by position in the program) with the members
+    and parents named by their ids and positions in the sweep file."""
+    by_slot = {(r["group"], r["member_in_group"]): r for r in rows}
+    out = []
+    for group in dict.fromkeys(r["group"] for r in rows):
+        path = os.path.join(out_dir, "groups", group, "pbt.csv")
+        if not os.path.exists(path):
+            continue
+        with open(path, newline="") as f:
+            for entry in csv.DictReader(f):
+                own, parent = by_slot.get((group, int(entry["member"]))), by_slot.get((group, int(entry["parent"])))
+                if own is None or parent is None:
+                    continue
+                fields = {k: v for k, v in entry.items() if k not in ("env_steps", "member", "parent", "fitness",
+                                                                      "copied")}
+                out.append({"group": group, "env_steps": int(entry["env_steps"]), "member": own["member"],
+                            "member_id": own["member_id"], "fitness": float(entry["fitness"]),
+                            "parent": parent["member"], "parent_id": parent["member_id"],
+                            "copied": entry["copied"] == "True", **{k: float(v) for k, v in fields.items()}})
+    return out
 
 
 def check_out(out_dir: str) -> None:

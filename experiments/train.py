@@ -202,7 +202,7 @@ class _Prepared(NamedTuple):
 
 
 def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = False, quiet: bool = False,
-          members: list[tuple[int, Any]] | None = None):
+          members: list[tuple[int, Any]] | None = None, pbt=None):
     """Train and write the run directory; returns (summary dict, final state). Raises ConfigError on bad input
     (before anything is written; ``OutOfMemory`` too), NonFiniteError, WriteError (disk full / read-only),
     ``signals.Stopped`` (a stop signal before the run wrote anything), Interrupted (a stop signal later: after a
@@ -211,12 +211,13 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     ``members``: (seed, agent config) per member of one vmapped program (a sweep group); every config must share
     ``agent_cfg``'s static fields. Default: ``run.seeds`` members with seeds ``run.seed + k`` and ``agent_cfg``.
     ``resume``: continue ``run.run_dir`` from its newest intact checkpoint; fields of the request that differ
-    from its ``config.json`` follow ``rundir.resume_request``.
+    from its ``config.json`` follow ``rundir.resume_request``. ``pbt``: the members form a population
+    (``jaxrl.pbt.PBTConfig``; a sweep's ``[pbt]`` table), recorded in ``config.json``.
     """
     with signals.REQUESTS.listening() as stop:
         t0 = time.perf_counter()
         try:
-            prepared = _prepare(agent, run, loop, agent_cfg, resume, members)
+            prepared = _prepare(agent, run, loop, agent_cfg, resume, members, pbt)
             prepared = prepared._replace(prepare_s=time.perf_counter() - t0)
             stop.check()  # the last moment at which a stop leaves nothing behind
         except signals.Stopped:
@@ -243,15 +244,20 @@ def recorded_agent(agent) -> str:
     return spec or agent.name
 
 
-def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, members) -> _Prepared:
+def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, members, pbt) -> _Prepared:
     """Every check that can fail before a file is written (configs, run directory, memory, disk), then the
     program, compiled (its memory checked against the device's)."""
     from jaxrl import buffer as buffer_lib
+    from jaxrl import pbt as pbt_lib
+    from jaxrl.loop import traced_fields
+
     run, members, custom_members = _members(run, agent_cfg, members)
     validate(run, loop)
     loop = written_down(loop)
     for _, cfg in members:
         agent.check_config(cfg)
+    if pbt is not None:
+        pbt_lib.check(pbt, len(members), loop.eval_every, traced_fields(agent_cfg))
     run_dir = run.run_dir
     if run_dir is None:
         raise ConfigError("run_dir is required (the CLI picks runs/<agent>-<env>-<time>-<random> by default)")
@@ -262,6 +268,7 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
             saved = {**saved, "agent": recorded_agent(agent)}
         request = rundir.resume_request(agent, saved, run, loop, agent_cfg)
         _check_resumed_members(agent, saved, run_dir, members, custom_members, request)
+        _check_resumed_population(saved, run_dir, pbt, request)
         rundir.check_writable(run_dir)
     else:
         rundir.check_new(run_dir, run.overwrite)
@@ -280,7 +287,7 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
 
     # Before tracing a buffer that large.
     buffer_lib.check_fits(buffer_layout(agent, loop, env.spec).nbytes, run.seeds)
-    trainer = make_train(agent, env, eval_env, loop, agent_cfg)  # traces, but compiles nothing yet
+    trainer = make_train(agent, env, eval_env, loop, agent_cfg, pbt)  # traces, but compiles nothing yet
     mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
     # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.
     prepared = _Prepared(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,
@@ -334,6 +341,18 @@ def _check_resumed_members(agent, saved, run_dir, members, custom_members, reque
     if expected != [(seed, cfg) for seed, cfg in members]:
         raise ConfigError(f"--resume {run_dir}: the requested members (seeds and configs) are not the ones that run "
                           "trained; a sweep must rerun it into a new directory")
+
+
+def _check_resumed_population(saved, run_dir, pbt, request) -> None:
+    """A PBT run resumes as the population it is: its [pbt] table, and hyperparameters that are PBT's to move."""
+    from jaxrl import pbt as pbt_lib
+
+    if saved.get("pbt") != (None if pbt is None else pbt_lib.as_table(pbt)):
+        raise ConfigError(f"--resume {run_dir}: the requested population-based training ({saved.get('pbt')} there, "
+                          f"{None if pbt is None else pbt_lib.as_table(pbt)} now) is not the one that run trained")
+    if pbt is not None and request.agent_fields:
+        raise ConfigError(f"--resume {run_dir}: {', '.join(request.agent_fields)} cannot change on resume of a "
+                          "population-based training run (its members' values are PBT's, logged in pbt.csv)")
 
 
 def _train_locked(prepared: _Prepared, quiet: bool, stop: signals.StopRequests):
@@ -463,6 +482,7 @@ def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
     """Write config.json (process 0): the resolved configs, the members of a sweep group, and every change a
     resume applied with the env step it applied from. Returns those changes."""
     import envs
+    from jaxrl import pbt as pbt_lib
 
     saved, request, run, trainer, mesh = prepared.saved, prepared.request, prepared.run, prepared.trainer, prepared.mesh
     changes = list(saved.get("changes", [])) if saved is not None else []
@@ -476,6 +496,7 @@ def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
             "run": config_to_dict(run), "loop": config_to_dict(prepared.loop),
             "agent_config": config_to_dict(prepared.agent_cfg),
             **({"members": members} if prepared.custom_members else {}),
+            **({"pbt": pbt_lib.as_table(trainer.program.pbt)} if trainer.program.pbt is not None else {}),
             **({"changes": changes} if changes else {}),
             "resolved": {"chunk_env_steps": trainer.schedule.chunk_env_steps, "chunks": prepared.total_chunks,
                          "env_steps": prepared.target_steps, "devices": 1 if mesh is None else mesh.devices.size,
@@ -574,6 +595,8 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
             metrics.update(hparam_columns, env_steps_per_s=steps_run / max(run_s, 1e-9),
                            wall_s=time.perf_counter() - t_start)
             row = logger.log(metrics)
+            if row.get("pbt/due") and prepared.primary:
+                _write_lineage(prepared, logger.rows)
             progress.update(env_steps, row)
             last_eval, last_eval_mean = member_values(row, "eval/return"), row["eval/return"]
             done = chunk + 1 == prepared.total_chunks
@@ -589,6 +612,16 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
         progress.close()
         logger.close()
     return state, _ChunkTimes(run_s, steps_run, checkpoints.seconds, last_eval, last_eval_mean)
+
+
+def _write_lineage(prepared: _Prepared, rows) -> None:
+    """``pbt.csv``: the population's lineage so far, from the logged rows (rewritten whole: a resume drops the rows
+    after its checkpoint, and so does the file)."""
+    from jaxrl import pbt as pbt_lib
+    from jaxrl.files import csv_text, write_text_atomic
+
+    write_text_atomic(os.path.join(prepared.run.run_dir, "pbt.csv"),
+                      csv_text(pbt_lib.lineage(rows, prepared.trainer.program.pbt)))
 
 
 def _video_schedule(prepared: _Prepared):
@@ -669,13 +702,14 @@ def _finished(agent, run, saved, step, state, quiet) -> dict:
     return summary
 
 
-def continue_or_start(agent, run: RunConfig, loop: LoopConfig, agent_cfg, members=None, quiet: bool = False):
+def continue_or_start(agent, run: RunConfig, loop: LoopConfig, agent_cfg, members=None, quiet: bool = False,
+                      pbt=None):
     """What sweeps and ``jaxrl reproduce`` do with their own run directories: start the run, continue it if the
     directory holds this very run (same configs; a larger ``steps`` continues), reuse it if it is finished, and
     refuse in one line if it holds a run of other settings (nothing is ever relabelled)."""
     run_dir = run.run_dir
     if not rundir.run_files(run_dir):
-        return train(agent, run, loop, agent_cfg, quiet=quiet, members=members)
+        return train(agent, run, loop, agent_cfg, quiet=quiet, members=members, pbt=pbt)
     base = rundir.resolve(saved=rundir.load_saved(run_dir), run_dir=run_dir)
     changes = rundir.differences(base, run, written_down(loop),
                                  agent_cfg)
@@ -686,13 +720,16 @@ def continue_or_start(agent, run: RunConfig, loop: LoopConfig, agent_cfg, member
     if members is not None:
         if base.members != list(members):
             different["members"] = ("...", "...")
+    if base.pbt != pbt:
+        different["pbt"] = (base.pbt, pbt)
     if different:
         name, (old, new) = next(iter(different.items()))
         raise ConfigError(f"{run_dir} holds a run with other settings ({name}: {old!r} there, {new!r} now); "
                           "results are never relabelled: choose another output directory")
     if not has_checkpoint(run_dir):
-        return train(agent, dataclasses.replace(run, overwrite=True), loop, agent_cfg, quiet=quiet, members=members)
-    return train(agent, run, loop, agent_cfg, resume=True, quiet=quiet, members=members)
+        return train(agent, dataclasses.replace(run, overwrite=True), loop, agent_cfg, quiet=quiet, members=members,
+                     pbt=pbt)
+    return train(agent, run, loop, agent_cfg, resume=True, quiet=quiet, members=members, pbt=pbt)
 
 
 class _Progress:

@@ -66,3 +66,16 @@ def write_text_atomic(path: str, text: str) -> None:
 def write_json(path: str, data: dict[str, Any]) -> None:
     """Atomic (``write_text_atomic``)."""
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=True, default=str))
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    """Rows as CSV text, the columns in order of first appearance."""
+    import csv
+    import io
+
+    columns = list(dict.fromkeys(k for r in rows for k in r))
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=columns, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buffer.getvalue()

@@ -222,3 +222,64 @@ def step(cfg: PBTConfig, state, eval_return: jax.Array, due: jax.Array):
     metrics = {"pbt/parent": parents, "pbt/fitness": score, "pbt/due": due}
     metrics.update({f"hparams/{item.field}": getattr(state.hparams, item.field) for item in cfg.explore})
     return state, metrics
+
+
+# ------------------------------------------------------------------------------------------- on the host
+
+
+def as_table(cfg: PBTConfig) -> dict[str, Any]:
+    """The canonical ``[pbt]`` table of a config (every key written out): ``parse(as_table(cfg)) == cfg``. Run
+    directories record it, and sweep member ids hash it, so a table that omits a default is the same table."""
+    explore = {}
+    for item in cfg.explore:
+        spec: dict[str, Any] = ({"perturb": list(item.perturb)} if item.perturb
+                                else {"resample": {item.resample[0]: list(item.resample[1:])}})
+        if item.bounds is not None:
+            spec["bounds"] = list(item.bounds)
+        explore[item.field] = spec
+    return {"interval": cfg.interval, "fitness_window": cfg.fitness_window, "bottom": cfg.bottom, "top": cfg.top,
+            "copy_buffer": cfg.copy_buffer, "explore": explore}
+
+
+def from_saved(saved: dict[str, Any]) -> PBTConfig | None:
+    """The PBT config a run directory's ``config.json`` records (None for a run without PBT)."""
+    return None if saved.get("pbt") is None else parse(saved["pbt"])
+
+
+def lineage(rows: list[dict[str, Any]], cfg: PBTConfig, label: str = "member") -> list[dict[str, Any]]:
+    """``pbt.csv``'s rows from a program's logged metric rows: per exploit/explore step and member (in member
+    order), the env step, the member's fitness, its parent (itself when it kept its own state), whether it copied,
+    and every explored field's value after the step."""
+    from jaxrl.logging import member_values
+
+    out = []
+    for row in rows:
+        if not row.get("pbt/due"):
+            continue
+        parents = member_values(row, "pbt/parent")
+        score = member_values(row, "pbt/fitness")
+        values = {item.field: member_values(row, f"hparams/{item.field}") for item in cfg.explore}
+        for k, parent in enumerate(parents):
+            out.append({"env_steps": row["env_steps"], label: k, "fitness": score[k], "parent": int(parent),
+                        "copied": int(parent) != k, **{name: v[k] for name, v in values.items()}})
+    return out
+
+
+def schedule(rows: list[dict[str, Any]], member: int, cfg: PBTConfig, initial: list[dict[str, float]],
+             final_env_steps: int) -> list[dict[str, Any]]:
+    """The hyperparameters the networks ending in ``member`` trained with, oldest first, following its ancestry
+    back: a copy at env step t means that before t the weights were the parent's. One entry per stretch of env
+    steps (from, to], with the member slot that trained them and the explored fields' values it had meanwhile.
+    ``initial``: each member's explored values before the first step."""
+    by_step = {(r["env_steps"], r["member"]): r for r in lineage(rows, cfg)}
+    events = sorted({step for step, _ in by_step if step <= final_env_steps})
+    slot, end, entries = member, final_env_steps, []
+    for step in reversed(events):
+        row = by_step[(step, slot)]
+        if end > step:
+            entries.append({"from_env_steps": step, "to_env_steps": end, "member": slot,
+                            "values": {item.field: row[item.field] for item in cfg.explore}})
+        slot, end = row["parent"], step
+    if end > 0:
+        entries.append({"from_env_steps": 0, "to_env_steps": end, "member": slot, "values": dict(initial[slot])})
+    return entries[::-1]

@@ -1,4 +1,5 @@
 """Population-based training: selection and perturbation on hand-made fitness vectors, the [pbt] table's checks."""
+import csv
 import dataclasses
 
 import jax
@@ -9,7 +10,7 @@ import pytest
 from agents import sac
 from jaxrl import ConfigError, pbt
 from jaxrl.loop import stack_configs
-from tests.helpers import assert_restored_checkpoint_continues_bitwise
+from tests.helpers import TINY_TABLES, assert_restored_checkpoint_continues_bitwise
 
 KEY = jax.random.PRNGKey(3)
 FITNESS = jnp.array([3.0, 1.0, 4.0, 1.0, 5.0, 9.0, 2.0, 6.0])
@@ -123,3 +124,191 @@ def test_in_the_program_the_worst_member_becomes_a_bitwise_copy_of_the_best_and_
     np.testing.assert_allclose(metrics["hparams/actor_lr"], state.hparams.actor_lr)
 
     assert_restored_checkpoint_continues_bitwise(trainer, state, tmp_path)
+
+
+# ------------------------------------------------------------------------------------------- PBT sweeps
+
+PBT_SWEEP = """
+agent = "sac"
+envs = ["toy/Pendulum"]
+[run]
+compilation_cache = "~/.cache/jaxrl/xla-tests"
+[grid]
+actor_lr = [1e-4, 3e-4, 1e-3, 3e-3]
+[pbt]
+interval = 200
+[pbt.explore]
+actor_lr = {perturb = [0.8, 1.25], bounds = [1e-4, 2e-3]}
+tau = {resample = {log_uniform = [0.001, 0.05]}}
+""" + TINY_TABLES.replace("steps = 400", "steps = 600").replace("num_envs = 4", "num_envs = 2")
+
+
+def write(tmp_path, text, name="pbt.toml"):
+    path = tmp_path / name
+    path.write_text(text)
+    return str(path)
+
+
+def read_csv(path):
+    with open(path, newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_a_pbt_members_id_hashes_the_table_and_its_whole_population(tmp_path):
+    from experiments import sweep as sweep_lib
+
+    ids = [m.id for m in sweep_lib.load(write(tmp_path, PBT_SWEEP)).members]
+    assert len(set(ids)) == 4
+    plain = [m.id for m in sweep_lib.load(write(tmp_path, PBT_SWEEP.split("[pbt]")[0] + TINY_TABLES.replace(
+        "steps = 400", "steps = 600").replace("num_envs = 4", "num_envs = 2"), "plain.toml")).members]
+    assert not set(ids) & set(plain)  # a PBT member is never a grid member's result
+    # The defaults written out are the same table; any edit is another sweep; so is another population.
+    spelled = PBT_SWEEP.replace("interval = 200", "interval = 200\nbottom = 0.25\ntop = 0.25\ncopy_buffer = false")
+    assert [m.id for m in sweep_lib.load(write(tmp_path, spelled, "spelled.toml")).members] == ids
+    for edit in (PBT_SWEEP.replace("interval = 200", "interval = 400"),
+                 PBT_SWEEP.replace("[0.8, 1.25]", "[0.5, 2.0]"),
+                 PBT_SWEEP.replace("3e-3]", "3e-3, 1e-2]")):
+        edited = [m.id for m in sweep_lib.load(write(tmp_path, edit, "edited.toml")).members]
+        assert not set(edited) & set(ids)
+
+
+@pytest.mark.parametrize("edit, fragment", [
+    (("1e-3, 3e-3]", "1e-3]"), "bottom = 0.25 and top = 0.25 of a population of 3 give 0 copying"),
+    (("interval = 200", "interval = 300"), "interval = 300 must be a positive multiple of the program's chunk of 200"),
+    (("tau = {", "hidden_sizes = {"), "[pbt.explore] hidden_sizes: not a numeric (traced) field"),
+    (("tau = {", "learning_rate = {"), "[pbt.explore] learning_rate: not a numeric (traced) field"),
+    (("interval = 200", "interval = 200\nbottom = 0.5\ntop = 0.75"), "together <= 4"),
+])
+def test_a_bad_pbt_table_in_a_sweep_file_is_one_line_before_anything_runs(tmp_path, edit, fragment):
+    from experiments import sweep as sweep_lib
+
+    with pytest.raises(ConfigError) as error:
+        sweep_lib.load(write(tmp_path, PBT_SWEEP.replace(*edit)))
+    assert fragment in str(error.value) and "\n" not in str(error.value)
+
+
+@pytest.fixture(scope="module")
+def population(tmp_path_factory):
+    """The PBT sweep run whole, and run again into another --out after a stop signal ended it after its first
+    chunk (the second run resumes the program from that chunk's checkpoint)."""
+    import os
+    import signal
+
+    from experiments import sweep as sweep_lib
+    from experiments.train import Interrupted
+    from jaxrl.logging import RunLogger
+
+    tmp = tmp_path_factory.mktemp("pbt")
+    path = write(tmp, PBT_SWEEP)
+    whole, stopped = str(tmp / "whole"), str(tmp / "stopped")
+    sweep_lib.run_sweep(path, whole, quiet=True)
+    log = RunLogger.log
+
+    def log_then_signal(self, metrics):
+        row = log(self, metrics)
+        os.kill(os.getpid(), signal.SIGTERM)  # as `kill` does: the run stops after this chunk's checkpoint
+        return row
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(RunLogger, "log", log_then_signal)
+        with pytest.raises(Interrupted, match="at env step 200"):
+            sweep_lib.run_sweep(path, stopped, quiet=True)
+    sweep_lib.run_sweep(path, stopped, quiet=True)
+    return path, whole, stopped
+
+
+def test_pbt_csv_is_the_lineage_the_program_ran(population):
+    """Per interval the worst member copies the best; its actor_lr is the parent's times 0.8 or 1.25 within the
+    bounds, its tau a fresh log-uniform draw; every other member keeps its values; fitness is the member's eval
+    return at that step. The results table and each member's schedule end in the same values."""
+    import json
+    import os
+
+    _, out, _ = population
+    lineage = read_csv(os.path.join(out, "pbt.csv"))
+    results = read_csv(os.path.join(out, "results.csv"))
+    slots = {r["member_id"]: int(r["member_in_group"]) for r in results}
+    assert len(lineage) == 12 and {int(r["env_steps"]) for r in lineage} == {200, 400, 600}
+    configs = {mid: json.load(open(os.path.join(out, "members", mid, "config.json"))) for mid in slots}
+    metrics = {mid: read_csv(os.path.join(out, "members", mid, "metrics.csv")) for mid in slots}
+    values = {slots[mid]: (c["agent_config"]["actor_lr"], c["agent_config"]["tau"]) for mid, c in configs.items()}
+    for step in (200, 400, 600):
+        rows = sorted((r for r in lineage if int(r["env_steps"]) == step), key=lambda r: slots[r["member_id"]])
+        for r in rows:
+            own = next(m for m in metrics[r["member_id"]] if int(m["env_steps"]) == step)
+            assert float(r["fitness"]) == float(own["eval/return"])
+        copying = [r for r in rows if r["copied"] == "True"]
+        assert len(copying) == 1
+        (copy,) = copying
+        fitness = [float(r["fitness"]) for r in rows]
+        assert float(copy["fitness"]) == min(fitness)
+        assert float(next(r for r in rows if r["member_id"] == copy["parent_id"])["fitness"]) == max(fitness)
+        parent_lr, parent_tau = values[slots[copy["parent_id"]]]
+        allowed = [min(max(parent_lr * f, 1e-4), 2e-3) for f in (0.8, 1.25)]
+        assert any(float(copy["actor_lr"]) == pytest.approx(v, rel=1e-6) for v in allowed), (copy, allowed)
+        assert 0.001 <= float(copy["tau"]) <= 0.05 and float(copy["tau"]) != pytest.approx(parent_tau)
+        for r in rows:
+            if r is not copy:
+                assert (float(r["actor_lr"]), float(r["tau"])) == pytest.approx(values[slots[r["member_id"]]])
+        values = {slots[r["member_id"]]: (float(r["actor_lr"]), float(r["tau"])) for r in rows}
+    for r in results:
+        assert (float(r["final_actor_lr"]), float(r["final_tau"])) == pytest.approx(values[slots[r["member_id"]]])
+        schedule = configs[r["member_id"]]["pbt_schedule"]
+        assert schedule[0]["from_env_steps"] == 0 and schedule[-1]["to_env_steps"] == 600
+        assert all(a["to_env_steps"] == b["from_env_steps"] for a, b in zip(schedule[:-1], schedule[1:], strict=True))
+
+
+def test_a_pbt_sweep_stopped_by_a_signal_and_run_again_equals_one_never_stopped(population):
+    import json
+    import os
+
+    from experiments.export import restore_run
+
+    _, whole, stopped = population
+    (group,) = os.listdir(os.path.join(whole, "groups"))
+    assert os.listdir(os.path.join(stopped, "groups")) == [group]
+    a, b = (os.path.join(d, "groups", group) for d in (whole, stopped))
+    assert json.load(open(os.path.join(b, "summary.json")))["resumed_from"] == 200
+    timing = ("wall_s", "env_steps_per_s")
+    rows = [[{k: v for k, v in json.loads(line).items() if k not in timing} for line in open(os.path.join(d,
+            "metrics.jsonl"))] for d in (a, b)]
+    assert rows[0] == rows[1]
+    assert open(os.path.join(a, "pbt.csv")).read() == open(os.path.join(b, "pbt.csv")).read()
+    assert open(os.path.join(whole, "pbt.csv")).read() == open(os.path.join(stopped, "pbt.csv")).read()
+    first, second = restore_run(a).state, restore_run(b).state
+    assert all(np.array_equal(x, y) for x, y in zip(jax.tree.leaves(first), jax.tree.leaves(second), strict=True))
+
+
+def test_a_rerun_reuses_the_finished_population_and_an_edited_table_is_a_new_one(population, tmp_path):
+    from experiments import sweep as sweep_lib
+
+    path, out, _ = population
+    assert sweep_lib.plan(sweep_lib.load(path), out) == []
+    (group,) = sweep_lib.plan(sweep_lib.load(write(tmp_path, PBT_SWEEP.replace("interval = 200", "interval = 400"))),
+                              out)
+    assert len(group.members) == 4 and group.pbt.interval == 400
+    assert not {m.id for m in group.members} & {m.id for m in sweep_lib.load(path).members}
+
+
+def test_the_winner_exports_as_a_standalone_run_with_its_values_and_schedule(population, tmp_path, cli):
+    import json
+    import os
+
+    from experiments.export import restore_run
+
+    _, out, _ = population
+    results = read_csv(os.path.join(out, "results.csv"))
+    winner = max(results, key=lambda r: float(r["final_eval_return"]))
+    group_dir = os.path.join(out, "groups", winner["group"])
+    exported = str(tmp_path / "winner")
+    assert cli("export", group_dir, "--member", winner["member_in_group"], "--out", exported).returncode == 0
+    saved = json.load(open(os.path.join(exported, "config.json")))
+    assert "pbt" not in saved and saved["exported_from"]["pbt"]["interval"] == 200
+    assert saved["agent_config"]["actor_lr"] == pytest.approx(float(winner["final_actor_lr"]), rel=1e-6)
+    member = json.load(open(os.path.join(out, "members", winner["member_id"], "config.json")))
+    assert saved["exported_from"]["pbt_schedule"] == member["pbt_schedule"]
+    restored = restore_run(exported)
+    assert restored.state.pbt is None
+    np.testing.assert_allclose(restored.state.hparams.actor_lr, [float(winner["final_actor_lr"])], rtol=1e-6)
+    assert cli("plot", out, "--pbt", "--out", str(tmp_path / "pbt.png")).returncode == 0
+    assert os.path.getsize(tmp_path / "pbt.png") > 10_000

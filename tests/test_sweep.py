@@ -414,6 +414,27 @@ for mesh in (None, sharding.member_mesh()):
 np.testing.assert_allclose(ra, rb, rtol=1e-5)
 jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6), a, b)
 print("sharded == unsharded", ra, rb)
+# Population-based training over the sharded members: the ranking is global (a cross-device gather) and the copies
+# (agent and, with copy_buffer, the replay buffer) equal the unsharded program's.
+from jaxrl import pbt
+population = pbt.PBTConfig(interval=200, explore=(pbt.Explore("actor_lr", perturb=(0.8, 1.25)),), copy_buffer=True)
+trainer = make_train(sac.AGENT, envs.make("toy/Pendulum", 4), envs.make("toy/Pendulum", 2), loop, cfg,
+                     pbt=population)
+results = []
+for mesh in (None, sharding.member_mesh()):
+    state = trainer.init_members(*members, mesh=mesh)
+    parents = []
+    for _ in range(2):
+        state, metrics = trainer.run_chunk(state)
+        parents.append(jax.device_get(metrics["pbt/parent"]))
+    results.append((jax.device_get(state), np.stack(parents)))
+(a, pa), (b, pb) = results
+np.testing.assert_array_equal(pa, pb)
+assert (pa != np.arange(4)).sum() == 2, pa  # one copy per interval
+for part, tol in (("agent", 1e-6), ("hparams", 1e-6), ("pbt", 1e-6), ("buffer", 1e-4)):  # the envs' float noise
+    for x, y in zip(jax.tree.leaves(getattr(a, part)), jax.tree.leaves(getattr(b, part)), strict=True):
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=tol, err_msg=part)
+print("pbt sharded == unsharded", pa.tolist())
 """
 
 
@@ -423,7 +444,7 @@ def test_a_sweep_sharded_over_four_devices_equals_the_unsharded_one(tmp_path, re
     result = subprocess.run([sys.executable, "-c", SHARDED_EQUALS_UNSHARDED], capture_output=True, text=True,
                             timeout=900, env=env, cwd=repo_root)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert "sharded == unsharded" in result.stdout
+    assert "sharded == unsharded" in result.stdout and "pbt sharded == unsharded" in result.stdout
     # The CLI shards a --seeds run over the devices, checkpoints it and resumes it sharded.
     run_dir = str(tmp_path / "run")
     args = ["train", "--env", "toy/Pendulum", "--num-envs", "4", "--num-eval-envs", "2", "--eval-every", "200",
