@@ -20,6 +20,15 @@ and, with defaults that fit model-free agents:
                                              model losses do; TD targets multiply it by zero): without it the buffer
                                              keeps final observations for time limits only, half the observation
                                              memory on tasks that can terminate (default: False)
+    refresh(state, buffer, key, cfg) -> state
+                                             a step that reads the replay buffer as stored (raw observations and
+                                             rewards, ``jaxrl.buffer.recent`` for the newest transitions in order)
+                                             and may change any leaf of the agent's state, run inside the compiled
+                                             program for every member once env steps cross each multiple of
+                                             ``refresh_interval(cfg)`` (ACE's causal weights; checkpointed and
+                                             resumed like any update; default: none)
+    refresh_interval(cfg) -> int             env steps between refreshes, read once from the program's config
+                                             (so from static fields: 0 means never; default: 0)
     check_config(cfg) -> None                raises ConfigError (one line) for impossible values; the loop calls
                                              it on the host with every member's concrete config before compiling,
                                              because inside the program numeric fields are traced (helpers:
@@ -111,6 +120,15 @@ def sample_transitions(buffer, key, cfg):
     return buffer_lib.sample(buffer, key, cfg.batch_size, getattr(cfg, "n_step", 1), getattr(cfg, "gamma", 1.0))
 
 
+def no_refresh(state, buffer, key, cfg):
+    """Agents that learn from batches alone leave their state as it is."""
+    return state
+
+
+def never(cfg) -> int:
+    return 0
+
+
 def no_checks(cfg) -> None:
     """Every value the Config's types allow is valid."""
 
@@ -126,3 +144,5 @@ class Agent(NamedTuple):
     sample_batch: Callable[..., Any] = sample_transitions
     check_config: Callable[[Any], None] = no_checks
     terminal_obs: bool = False
+    refresh: Callable[..., Any] = no_refresh
+    refresh_interval: Callable[[Any], int] = never

@@ -204,6 +204,40 @@ def sample(state: BufferState, key: jax.Array, batch_size: int, n_step: int = 1,
                  truncated=state.truncated[last, env], discount=gamma * powers[count - 1])
 
 
+class Recent(NamedTuple):
+    """The newest transitions in the order they were written (oldest first; within a batched step, env 0 first)."""
+
+    obs: Any  # [count, obs_size], or {part: [count, size]}
+    action: jax.Array  # [count, action_size]
+    reward: jax.Array  # [count]
+    terminated: jax.Array  # [count] bool
+    truncated: jax.Array  # [count] bool
+    valid: jax.Array  # [count] bool: written (False while the buffer holds fewer than ``count`` transitions)
+
+
+def recent(state: BufferState, count: int) -> Recent:
+    """The ``count`` newest transitions (s, a, r and how each ended; ``count`` a Python int, at most the capacity),
+    a window read of the ring rather than a sample: ACE's causal weights fit on them. The newest row is included
+    (its s' is not written yet, so there is no next observation here)."""
+    rows, num_envs = state.reward.shape
+    if not 0 < count <= rows * num_envs:
+        raise ValueError(f"recent(count={count}) needs 1 <= count <= the buffer's {rows * num_envs} transitions")
+    window = -(-count // num_envs)
+    row = (state.ptr - window + jnp.arange(window)) % rows  # oldest first; the newest row is ptr - 1
+    written = jnp.arange(window) >= window - state.size
+
+    def newest(in_window_order):
+        flat = in_window_order.reshape((window * num_envs,) + in_window_order.shape[2:])
+        return flat[window * num_envs - count:]
+
+    def take(x):
+        return newest(x[row])
+
+    return Recent(obs=jax.tree.map(take, state.obs), action=take(state.action), reward=take(state.reward),
+                  terminated=take(state.terminated), truncated=take(state.truncated),
+                  valid=newest(jnp.broadcast_to(written[:, None], (window, num_envs))))
+
+
 def sample_windows(state: BufferState, key: jax.Array, batch_size: int, length: int,
                    candidates: int = 16) -> WindowBatch:
     """Contiguous windows of ``length`` transitions inside one episode, uniformly over such windows.

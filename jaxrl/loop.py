@@ -276,8 +276,9 @@ def default_loop_config(agent: Agent, suite_defaults: dict[str, Any] | None = No
 # phases below are plain functions of them, in the order a chunk runs them:
 #
 #   run_chunk: scan ``block`` chunk_blocks times, then ``evaluate_policy``
-#     block:   scan ``act_and_collect`` block_iters times, then ``learning_phase``
+#     block:   scan ``act_and_collect`` block_iters times, then ``refresh_phase``, then ``learning_phase``
 #       act_and_collect:  ``policy_actions`` or ``warmup_actions``, then ``collect`` (env step -> buffer)
+#       refresh_phase:    the agent's ``refresh`` (reads the buffer) where env steps crossed its interval
 #       learning_phase:   ``learn`` block_updates times (sample -> prepare -> update), or zero metrics
 #
 # The per-seed phases (policy_actions ... evaluate_policy) see one seed; ``over_seeds`` maps them over the
@@ -305,6 +306,7 @@ class Program:
     planned_updates: int = 0  # what the whole run does (``jaxrl.progress.Progress``'s totals)
     planned_env_steps: int = 0
     pbt: pbt_lib.PBTConfig | None = None  # exploit/explore over the members at chunk ends (jaxrl.pbt)
+    refresh_interval: int = 0  # env steps between the agent's ``refresh`` calls (0: never), from ``agent_cfg``
 
     @property
     def spec(self) -> EnvSpec:
@@ -453,6 +455,26 @@ def act_and_collect(program: Program, scanned, act_key):
     return (state, Episodes(episodes.return_sum + finished.return_sum, episodes.count + finished.count)), None
 
 
+def refresh_phase(program: Program, state: TrainState, block_start_env_steps, update_keys) -> TrainState:
+    """The agent's ``refresh(state, buffer, key, cfg)`` for every seed when this block's env steps crossed a multiple
+    of ``refresh_interval`` (a real ``lax.cond``: the counters are shared), before the block's updates. Its key is
+    folded from the block's update key, so agents without a refresh keep their random streams."""
+    interval = program.refresh_interval
+    if not interval:
+        return state
+    due = state.env_steps // interval > block_start_env_steps // interval
+    progress = program.progress(state.updates, state.env_steps)
+
+    def refresh(agent_state, buffer, hparams, key):
+        agent_state = progress_lib.attach(agent_state, progress)
+        return progress_lib.detach(program.agent.refresh(agent_state, buffer, key, hparams))
+
+    keep = lambda agent_state, *_: agent_state  # noqa: E731
+    keys = jax.vmap(lambda k: jax.random.fold_in(k, 2))(update_keys)
+    agent_state = jax.lax.cond(due, over_seeds(refresh), keep, state.agent, state.buffer, state.hparams, keys)
+    return state.replace(agent=agent_state)
+
+
 def learning_phase(program: Program, state: TrainState, learning, update_keys):
     """A block's updates for every seed once learning has started, else zero metrics; in the first block that
     learns, also the one-shot pretraining (``pretrain_updates``, TD-MPC2). Returns (state, metrics)."""
@@ -498,7 +520,9 @@ def block(program: Program, scanned, _):
     keys = jax.vmap(lambda k: jax.random.split(k, 3))(state.key)
     next_key, act_keys, update_keys = keys[:, 0], keys[:, 1], keys[:, 2]
     act_keys = jax.vmap(lambda k: jax.random.split(k, program.schedule.block_iters))(act_keys).swapaxes(0, 1)
+    block_start_env_steps = state.env_steps
     (state, episodes), _ = jax.lax.scan(functools.partial(act_and_collect, program), (state, sums.episodes), act_keys)
+    state = refresh_phase(program, state, block_start_env_steps, update_keys)
     learning = state.env_steps >= program.first_update_env_step
     state, metrics = learning_phase(program, state, learning, update_keys)
     sums = accumulate(sums, metrics, learning, episodes, state.env_steps)
@@ -602,6 +626,10 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_
     members form a population (``jaxrl.pbt``), checked against the members in ``init_members``."""
     agent.check_config(agent_cfg)
     schedule = make_schedule(loop)
+    refresh_interval = agent.refresh_interval(agent_cfg)
+    if not isinstance(refresh_interval, int) or isinstance(refresh_interval, bool) or refresh_interval < 0:
+        raise ConfigError(f"{agent.name}'s refresh_interval is {refresh_interval!r}: it must be a whole number of env "
+                          "steps >= 0 (0: never), read from a static field of its Config")
     observation_roles(env.spec, loop)
     layout = buffer_layout(agent, loop, env.spec)
     if agent_cfg.batch_size <= 0 or agent_cfg.batch_size > layout.rows * loop.num_envs:
@@ -628,6 +656,7 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_
         planned_updates=planned_updates,
         planned_env_steps=planned_env_steps,
         pbt=pbt,
+        refresh_interval=refresh_interval,
     )
 
     def one_seed_metrics(key):

@@ -13,6 +13,7 @@ class GradientStep(NamedTuple):
     opt_state: Any
     aux: Any  # what the loss returned beside its value (its metrics, and what later losses reuse)
     grad_norm: jax.Array  # global L2 norm of the gradient, before the optimizer (clipping included) sees it
+    grads: Any = None  # the gradient itself (ACE's dormancy reads it; unused, jit drops it)
 
 
 def gradient_step(loss_fn: Callable, params, opt_state, optimizer: optax.GradientTransformation, *args
@@ -24,7 +25,7 @@ def gradient_step(loss_fn: Callable, params, opt_state, optimizer: optax.Gradien
     """
     grads, aux = jax.grad(loss_fn, has_aux=True)(params, *args)
     updates, opt_state = optimizer.update(grads, opt_state, params)
-    return GradientStep(optax.apply_updates(params, updates), opt_state, aux, optax.tree.norm(grads))
+    return GradientStep(optax.apply_updates(params, updates), opt_state, aux, optax.tree.norm(grads), grads)
 
 
 def grad_norm_metrics(**steps: GradientStep) -> dict[str, jax.Array]:

@@ -18,6 +18,8 @@ checks, in order (the update is called as the loop calls it: real batches from a
 ``batch``        two different batches move the parameters differently (a loss that ignores its batch does not);
 ``vmap``         vmapped over seeds and over every numeric hyperparameter at once (what ``--seeds`` and a sweep
                  program do), each member equals its own call;
+``refresh``      (agents with a ``refresh`` hook) on a filled buffer it keeps every leaf's shape and dtype, is
+                 bitwise repeatable, and vmapped over two members equals each member's own call;
 ``checkpoint``   the state survives a checkpoint round-trip bitwise, and an update at a given progress after it
                  equals the same update before it;
 ``probes``       (with ``probes=True``) toy/Bandit: Q = r and the best action 0.5; toy/ConstantTruncated:
@@ -87,6 +89,7 @@ class _Setup:
     states: Any  # two seeds' agent states, stacked (the first is ``state``)
     batches: list  # real batches of the agent's own type, drawn from a filled buffer
     progress: Callable  # (updates, env_steps) -> Progress
+    buffer: Any = None  # the filled buffer the batches came from (``refresh`` reads it)
     traces: list = dataclasses.field(default_factory=list)  # one entry per trace of ``update``
 
     @functools.cached_property
@@ -136,7 +139,7 @@ def _setup(agent, cfg, env_name: str, seed: int) -> _Setup:
     state = _member(states, 0)
     sample = jax.jit(lambda key: agent.sample_batch(buffer, key, cfg))
     batches = [sample(k) for k in jax.random.split(jax.random.fold_in(key, 1), 3)]
-    return _Setup(agent, cfg, program, state, states, batches, program.progress)
+    return _Setup(agent, cfg, program, state, states, batches, program.progress, buffer)
 
 
 def _update(setup: _Setup, state, batch, key, cfg, updates: int = 10, update_fn=None):
@@ -319,6 +322,50 @@ def _vmap_difference(setup: _Setup, configs) -> str | None:
     return None
 
 
+def check_refresh(setup: _Setup) -> None:
+    """An agent with a ``refresh`` hook: on the filled buffer it keeps every state leaf's shape and dtype, gives the
+    same state twice (bitwise), and vmapped over two members (own states, keys and moved numeric fields) each
+    member's own result. Agents without one pass at once."""
+    from jaxrl.agent import no_refresh
+
+    if setup.agent.refresh is no_refresh:
+        return
+    now = setup.progress(10, setup.program.first_update_env_step + 10)
+
+    def refreshed(state, buffer, key, cfg):
+        return progress_lib.detach(setup.agent.refresh(progress_lib.attach(state, now), buffer, key, cfg))
+
+    def alone(state, key, cfg):
+        return jax.device_get(jax.jit(refreshed)(state, setup.buffer, key, _traced(cfg)))
+
+    out = alone(setup.state, jax.random.PRNGKey(8), setup.cfg)
+    before, after = _paths(setup.state), _paths(out)
+    def signature(leaves):
+        return [(path, jnp.asarray(x).shape, jnp.asarray(x).dtype) for path, x in leaves]
+
+    kept = signature(before) == signature(after)
+    if not kept:
+        _fail("refresh", "refresh changes the state's structure, a leaf's shape or its dtype: the loop's scan needs "
+                         "every leaf to keep them")
+    where = _first_difference(out, alone(setup.state, jax.random.PRNGKey(8), setup.cfg))
+    if where is not None:
+        _fail("refresh", f"two calls of refresh on the same inputs differ in {where}: a side effect or an unkeyed "
+                         "random draw")
+    moved = _perturbed(setup.cfg, _numeric_fields(setup.cfg), 0.9)
+    try:
+        setup.agent.check_config(moved)
+    except Exception:  # noqa: BLE001 - a moved value the agent refuses: the members then differ by seed alone
+        moved = setup.cfg
+    configs, keys = [setup.cfg, moved], jax.random.split(jax.random.PRNGKey(9), 2)
+    cfgs = jax.tree.map(lambda *x: jnp.stack([jnp.asarray(v) for v in x]), *configs)
+    together = jax.device_get(jax.jit(jax.vmap(refreshed, in_axes=(0, None, 0, 0)))(setup.states, setup.buffer,
+                                                                                     keys, cfgs))
+    for k, cfg in enumerate(configs):
+        where = _first_difference(_member(together, k), alone(_member(setup.states, k), keys[k], cfg), exact=False)
+        if where is not None:
+            _fail("refresh", f"vmapped over two members, member {k} differs from its own refresh in {where}")
+
+
 def check_checkpoint(setup: _Setup) -> None:
     from jaxrl import checkpoint
 
@@ -394,7 +441,8 @@ def check_probes(agent, cfg, q_fn: Callable | None, truncated_cfg=None, seed: in
 
 
 CHECKS = {"shapes": check_shapes, "compile": check_compiles_once, "pure": check_pure, "gradients": check_gradients,
-          "batch": check_uses_batch, "vmap": check_vmaps, "checkpoint": check_checkpoint}
+          "batch": check_uses_batch, "vmap": check_vmaps, "refresh": check_refresh,
+          "checkpoint": check_checkpoint}
 
 
 def check_agent(agent, cfg=None, *, env: str = "toy/Pendulum", q_fn: Callable | None = None, probes: bool = False,

@@ -135,3 +135,24 @@ def test_structured_windows_keep_their_parts_aligned_and_end_on_the_true_final_o
     before = x[:, -2]  # each part's final obs is -(part + 1)
     np.testing.assert_allclose(x[:, -1], np.where(done, -(before + 1), before + 1))
     np.testing.assert_allclose(privileged[:, -1, 1], np.where(done, -(2 * before + 1), 2 * (before + 1)))
+
+
+def test_recent_reads_the_newest_transitions_in_the_order_they_were_written_across_the_wrap():
+    state = fill(capacity=20, steps=27, episode_length=1000)  # 10 rows of 2 envs: rows hold t = 17..26
+    recent = B.recent(state, 5)  # the 5 newest: t = 24 (env 1), 25 (envs 0, 1), 26 (envs 0, 1)
+    np.testing.assert_array_equal(recent.reward, [24, 25, 25, 26, 26])
+    np.testing.assert_array_equal(recent.obs[:, 0], [124, 25, 125, 26, 126])
+    np.testing.assert_array_equal(recent.action[:, 0], recent.reward)
+    assert recent.valid.all()
+    everything = B.recent(state, 20)
+    np.testing.assert_array_equal(everything.reward, np.repeat(np.arange(17, 27), 2))
+
+
+def test_recent_marks_what_is_not_written_yet_and_refuses_impossible_counts():
+    state = fill(capacity=20, steps=3, episode_length=1000)
+    recent = B.recent(state, 8)  # 4 rows asked, 3 written
+    np.testing.assert_array_equal(recent.valid, [False, False, True, True, True, True, True, True])
+    np.testing.assert_array_equal(recent.reward[2:], [0, 0, 1, 1, 2, 2])
+    for count in (0, 21):
+        with pytest.raises(ValueError, match="needs 1 <= count <= the buffer's 20 transitions"):
+            B.recent(state, count)

@@ -116,10 +116,10 @@ def test_cli_contract(repo_root):
     assert result.returncode == 0 and "cli-contract: ok" in result.stdout, result.stdout + result.stderr
 
 
-def test_listing_commands():
-    agents = jaxrl("agents")
+def test_listing_commands(cli):
+    agents = cli("agents")
     assert agents.returncode == 0 and set(AGENTS) <= set(agents.stdout.split())
-    names = jaxrl("envs").stdout.split()
+    names = cli("envs").stdout.split()
     assert {"dmc/CartpoleSwingup", "brax/halfcheetah", "toy/Pendulum"} <= set(names)
 
 
@@ -158,7 +158,7 @@ def test_plugged_in_loss_trains_from_the_cli(tmp_path):
 
 
 @pytest.mark.slow
-def test_dmc_run_checkpoints_resumes_and_records_videos_that_change_nothing(tmp_path):
+def test_dmc_run_checkpoints_resumes_and_records_videos_that_change_nothing(tmp_path, cli, monkeypatch):
     """MJX states hold zero-size arrays, which orbax refuses; the whole state must still round-trip. Videos (every
     100 env steps and the final policy; into TensorBoard and offline W&B too) are rollouts of their own: the state
     equals that of the same run without them, and ``jaxrl video`` renders a checkpoint's episode exactly again.
@@ -177,12 +177,14 @@ def test_dmc_run_checkpoints_resumes_and_records_videos_that_change_nothing(tmp_
             "--eval-every", "100", "--learning-starts", "50", "--agent", "experiments.examples.sac_huber:AGENT",
             "--sac-huber.hidden-sizes", "16", "16", "--sac-huber.batch-size", "16", "--buffer-size", "1000",
             "--checkpoint-every", "100"]
-    env = {**os.environ, "WANDB_MODE": "offline", "WANDB_SILENT": "true"}
-    first = jaxrl("train", *args, "--run-dir", run_dir, "--steps", "100", "--video-every", "100", "--video-width",
-                  "64", "--video-height", "48", "--wandb", env=env)
+    # In this process (the cli fixture): four commands, each a Python start and a JAX/MJX import saved.
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    first = cli("train", *args, "--run-dir", run_dir, "--steps", "100", "--video-every", "100", "--video-width",
+                "64", "--video-height", "48", "--wandb")
     assert first.returncode == 0, first.stderr
     assert "video " in first.stdout and "26 frames (64x48)" in first.stdout
-    resumed = jaxrl("train", "--resume", run_dir, "--steps", "200", env=env)
+    resumed = cli("train", "--resume", run_dir, "--steps", "200")
     assert resumed.returncode == 0, resumed.stderr
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
     assert summary["resumed_from"] == 100 and summary["env_steps"] == 200
@@ -200,13 +202,13 @@ def test_dmc_run_checkpoints_resumes_and_records_videos_that_change_nothing(tmp_
               if "eval/video/path" in r]  # a wandb.Video: its file, type, size and hash
     assert [step for step, _ in logged] == [100, 200] and all(path.endswith(".mp4") for _, path in logged)
 
-    assert jaxrl("train", *args, "--run-dir", plain, "--steps", "200").returncode == 0
+    assert cli("train", *args, "--run-dir", plain, "--steps", "200").returncode == 0
     a, b = saved_state(run_dir, 200), saved_state(plain, 200)
     for key in a:
         np.testing.assert_array_equal(a[key], b[key], err_msg=key)
 
     # The newest checkpoint's first episode is the final video's episode: the same frames, encoded to the same bytes.
-    again = jaxrl("video", run_dir, "--out", str(tmp_path / "again.mp4"))
+    again = cli("video", run_dir, "--out", str(tmp_path / "again.mp4"))
     assert again.returncode == 0 and "env step 200, 26 frames" in again.stdout, again.stderr
     assert open(tmp_path / "again.mp4", "rb").read() == open(os.path.join(run_dir, "videos", "env_step_200.mp4"),
                                                               "rb").read()

@@ -10,7 +10,7 @@ from jaxrl import ConfigError
 
 
 def run(env, steps, action=None):
-    state = env.reset(jax.random.PRNGKey(0))
+    state = jax.jit(env.reset)(jax.random.PRNGKey(0))  # an MJX reset op by op takes ~3x its compilation
     step = jax.jit(env.step)
     outs = []
     a = jnp.zeros((env.num_envs, env.spec.action_size)) if action is None else action

@@ -322,11 +322,11 @@ def test_the_comparison_sweep_files_plan_as_committed(cli, tmp_path, monkeypatch
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     monkeypatch.chdir(repo)
     names = sorted(n for n in os.listdir("bench/results") if n.endswith(".toml")
-                   and n.startswith(("issue33_", "aql_swingup_")))
+                   and n.startswith(("issue33_", "issue34_", "aql_swingup_")))
     planned = {}
     for name in names:
         result = cli("sweep", f"bench/results/{name}", "--out", str(tmp_path / name), "--dry-run")
         assert result.returncode == 0, f"{name}: {result.stderr}"
         planned[name] = int(result.stdout.split(" member(s)")[0].split()[-1])
-    assert len(planned) == 12 and planned["issue33_pendulum_dr_sac.toml"] == 6
+    assert len(planned) == 14 and planned["issue33_pendulum_dr_sac.toml"] == 6
     assert all(n == 3 for name, n in planned.items() if name != "issue33_pendulum_dr_sac.toml")

@@ -331,7 +331,7 @@ def test_the_readmes_hook_table_builds_agents_that_update():
     exec(readme_python_block("runs this block and one update of each agent"), namespace)
     agents = {name: value for name, value in namespace.items() if isinstance(value, Agent)}
     assert set(agents) == {"MEAN_TARGET", "ANNEALED_HUBER", "DECAYING_NOISE", "REWARD_MEAN", "THREE_STEP",
-                           "SHRINKING"}
+                           "SHRINKING", "RECENT_REWARD"}
     spec, cfg = EnvSpec(obs_size=3, action_size=2, decisions_per_episode=10), sac.Config(hidden_sizes=(8,),
                                                                                          batch_size=4)
     keys = jax.random.split(KEY, 5)
@@ -349,6 +349,10 @@ def test_the_readmes_hook_table_builds_agents_that_update():
     buffer = fill(16, 12, episode_length=5)
     sampled_batch = agents["THREE_STEP"].sample_batch(buffer, KEY, cfg)
     assert sampled_batch.obs.shape == (4, 1)
+    recent = agents["RECENT_REWARD"]
+    refreshed = recent.refresh(recent.init(keys[2], spec, cfg), buffer, KEY, cfg)
+    assert recent.refresh_interval(cfg) == 10_000
+    assert float(refreshed.reward_mean) == pytest.approx(np.mean(np.repeat(np.arange(4, 12), 2)))  # rows t = 4..11
 
 
 def metrics_of(agent, spec, cfg, batch, progress):
