@@ -206,8 +206,9 @@ def test_refresh_runs_where_env_steps_cross_each_multiple_of_its_interval_and_se
 
 
 def test_ace_trains_reestimates_resets_and_continues_bitwise_from_a_checkpoint(tmp_path):
-    """Two seeds on toy/PointMass (two action dimensions): the weights estimated at 200 env steps are the estimator on the buffer's newest 200 transitions;
-    the restored checkpoint continues exactly through the re-estimation at 400 and the resets every 40 updates."""
+    """Two seeds on toy/PointMass (two action dimensions): the weights estimated at 200 env steps are the
+    estimator on the buffer's newest 200 transitions; the restored checkpoint continues exactly through the
+    re-estimation at 400 and the resets every 40 updates."""
     import envs
     from jaxrl import buffer as buffer_lib
     from jaxrl.loop import LoopConfig, make_train
