@@ -14,6 +14,11 @@ and, with defaults that fit model-free agents:
                                              carry to it when that env starts an episode (default: ())
     sample_batch(buffer, key, cfg) -> batch  what ``update`` trains on (default: cfg.batch_size uniform
                                              transitions; TD-MPC2: sub-trajectories inside one episode)
+    sample_with_state(state, buffer, key, cfg) -> batch
+                                             replay sampling that reads the agent's state (Symphony's fading
+                                             replay reads where its exploration ended; prioritised replay would
+                                             keep its priorities there); when set, the loop calls it instead of
+                                             ``sample_batch`` (default: None)
     loop_defaults                            LoopConfig fields this agent's official code sets differently
                                              (e.g. DSAC-T's 1 update per 20 env steps); flags still override
     terminal_obs                             whether ``update`` reads the true s' of terminated transitions (TD-MPC2's
@@ -146,3 +151,12 @@ class Agent(NamedTuple):
     terminal_obs: bool = False
     refresh: Callable[..., Any] = no_refresh
     refresh_interval: Callable[[Any], int] = never
+    sample_with_state: Callable[..., Any] | None = None
+
+
+def draw_batch(agent: Agent, state, buffer, key, cfg):
+    """The batch ``agent.update`` trains on next: ``sample_with_state`` where the agent has one, else
+    ``sample_batch`` (what the loop and the harness call)."""
+    if agent.sample_with_state is not None:
+        return agent.sample_with_state(state, buffer, key, cfg)
+    return agent.sample_batch(buffer, key, cfg)

@@ -204,6 +204,15 @@ def sample(state: BufferState, key: jax.Array, batch_size: int, n_step: int = 1,
                  truncated=state.truncated[last, env], discount=gamma * powers[count - 1])
 
 
+def transitions_at(state: BufferState, row, env, gamma=1.0) -> Batch:
+    """One-step transitions at the given rows and envs (index arrays of one shape; a row must not be the newest,
+    whose s' is not written yet): for samplers that choose their own rows (Symphony's fading replay)."""
+    return Batch(obs=jax.tree.map(lambda obs: obs[row, env], state.obs), action=state.action[row, env],
+                 reward=state.reward[row, env], next_obs=_next_obs(state, row, env),
+                 terminated=state.terminated[row, env], truncated=state.truncated[row, env],
+                 discount=jnp.full(jnp.shape(row), gamma, jnp.float32))
+
+
 class Recent(NamedTuple):
     """The newest transitions in the order they were written (oldest first; within a batched step, env 0 first)."""
 

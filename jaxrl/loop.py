@@ -30,7 +30,7 @@ from jaxrl import buffer as buffer_lib
 from jaxrl import pbt as pbt_lib
 from jaxrl import progress as progress_lib
 from jaxrl import sharding as sharding_lib
-from jaxrl.agent import Agent
+from jaxrl.agent import Agent, draw_batch
 from jaxrl.evaluate import evaluate
 from jaxrl.normalization import (
     Normalizers,
@@ -407,10 +407,10 @@ def learn(program: Program, agent_state, hparams, buffer, normalizers, key, coun
     def one_update(agent_state, key_and_index):
         key, index = key_and_index
         sample_key, update_key = jax.random.split(key)
-        batch = program.agent.sample_batch(buffer, sample_key, hparams)
-        batch = prepare(program, batch, normalizers)
         now = progress.replace(updates=progress.updates + index)
-        agent_state, metrics = program.agent.update(progress_lib.attach(agent_state, now), batch, update_key, hparams)
+        agent_state = progress_lib.attach(agent_state, now)
+        batch = prepare(program, draw_batch(program.agent, agent_state, buffer, sample_key, hparams), normalizers)
+        agent_state, metrics = program.agent.update(agent_state, batch, update_key, hparams)
         return progress_lib.detach(agent_state), metrics
 
     steps = (jax.random.split(key, count), jnp.arange(count, dtype=jnp.int32))

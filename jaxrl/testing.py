@@ -109,6 +109,7 @@ class _Setup:
 def _setup(agent, cfg, env_name: str, seed: int) -> _Setup:
     import envs
     from jaxrl import loop as loop_lib
+    from jaxrl.agent import draw_batch
 
     loop = loop_lib.LoopConfig(steps=1000, num_envs=4, num_eval_envs=1, eval_every=500, learning_starts=200,
                                buffer_size=2000, **{k: v for k, v in agent.loop_defaults.items()
@@ -137,7 +138,8 @@ def _setup(agent, cfg, env_name: str, seed: int) -> _Setup:
 
     states, buffer = filled(key)
     state = _member(states, 0)
-    sample = jax.jit(lambda key: agent.sample_batch(buffer, key, cfg))
+    sample = jax.jit(lambda key: draw_batch(agent, progress_lib.attach(state, program.progress(10, 10)), buffer, key,
+                                            cfg))
     batches = [sample(k) for k in jax.random.split(jax.random.fold_in(key, 1), 3)]
     return _Setup(agent, cfg, program, state, states, batches, program.progress, buffer)
 

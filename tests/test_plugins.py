@@ -331,7 +331,7 @@ def test_the_readmes_hook_table_builds_agents_that_update():
     exec(readme_python_block("runs this block and one update of each agent"), namespace)
     agents = {name: value for name, value in namespace.items() if isinstance(value, Agent)}
     assert set(agents) == {"MEAN_TARGET", "ANNEALED_HUBER", "DECAYING_NOISE", "REWARD_MEAN", "THREE_STEP",
-                           "SHRINKING", "RECENT_REWARD"}
+                           "SHRINKING", "RECENT_REWARD", "NARROWING"}
     spec, cfg = EnvSpec(obs_size=3, action_size=2, decisions_per_episode=10), sac.Config(hidden_sizes=(8,),
                                                                                          batch_size=4)
     keys = jax.random.split(KEY, 5)
@@ -353,6 +353,15 @@ def test_the_readmes_hook_table_builds_agents_that_update():
     refreshed = recent.refresh(recent.init(keys[2], spec, cfg), buffer, KEY, cfg)
     assert recent.refresh_interval(cfg) == 10_000
     assert float(refreshed.reward_mean) == pytest.approx(np.mean(np.repeat(np.arange(4, 12), 2)))  # rows t = 4..11
+    from jaxrl.agent import draw_batch
+
+    narrowing = agents["NARROWING"]
+    late = progress_lib.at(updates=900, env_steps=900, planned_updates=1000, planned_env_steps=1000)
+    drawn = draw_batch(narrowing, progress_lib.attach(narrowing.init(keys[2], spec, cfg), late), buffer, KEY,
+                       cfg.replace(batch_size=64))
+    # at 90 % of the run, the newest 1 - 0.9 x 0.9 = 19 % of the 7 rows with an s' (t = 4..10): 1 row, t = 10
+    np.testing.assert_array_equal(drawn.reward, np.full(64, 10.0))
+    np.testing.assert_array_equal(drawn.next_obs[:, 0], drawn.obs[:, 0] + 1)
 
 
 def metrics_of(agent, spec, cfg, batch, progress):

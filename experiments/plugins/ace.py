@@ -41,6 +41,8 @@ What this file decides:
 """
 from __future__ import annotations
 
+import dataclasses
+
 import flax.struct
 import jax
 import jax.numpy as jnp
@@ -49,10 +51,10 @@ from agents import sac
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent, delay_fields
-from jaxrl.losses import init_temperature, polyak_update, td_target, with_target
-from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, tanh_gaussian_act, tanh_log_det_jacobian
+from jaxrl.losses import polyak_update, td_target, with_target
+from jaxrl.networks import GaussianPolicyHead, reading, tanh_gaussian_act, tanh_log_det_jacobian
 from jaxrl.optim import delayed_step, grad_norm_metrics, gradient_step
-from jaxrl.types import Batch, EnvSpec, zeros_obs
+from jaxrl.types import Batch, EnvSpec
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -259,21 +261,14 @@ def check_config(cfg: Config) -> None:
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
+    """SAC's networks and optimisers, the actor's log std clipped instead of squashed (same parameters), w = 1."""
+    base = sac.init(key, spec, cfg)
     actor = reading(spec.actor_obs, GaussianPolicyHead(cfg.hidden_sizes, spec.action_size, "relu", cfg.log_std_min,
                                                        cfg.log_std_max, squash_log_std=False))
-    critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=cfg.num_critics,
-                                                     layer_norm=cfg.critic_layer_norm))
-    actor_key, critic_key = jax.random.split(key)
-    obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
-    actor_params, critic_params = actor.init(actor_key, obs), critic.init(critic_key, obs, action)
-    log_alpha, target_entropy = init_temperature(cfg.init_alpha, cfg.target_entropy, spec.action_size)
-    actor_opt, critic_opt, alpha_opt = sac.optimizers(cfg)
-    return State(actor_params=actor_params, critic_params=critic_params, target_critic_params=critic_params,
-                 log_alpha=log_alpha, target_entropy=target_entropy, actor_opt_state=actor_opt.init(actor_params),
-                 critic_opt_state=critic_opt.init(critic_params), alpha_opt_state=alpha_opt.init(log_alpha),
-                 actor=actor, critic=critic, causal_weights=jnp.ones((spec.action_size,), jnp.float32),
-                 dormant_ratio=jnp.zeros((), jnp.float32),
-                 last_actor_metrics=delay_fields(DELAYED_METRICS)["last_actor_metrics"])
+    fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
+    return State(**{**fields, "actor": actor, "num_updates": None,
+                    "last_actor_metrics": delay_fields(DELAYED_METRICS)["last_actor_metrics"]},
+                 causal_weights=jnp.ones((spec.action_size,), jnp.float32), dormant_ratio=jnp.zeros((), jnp.float32))
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):

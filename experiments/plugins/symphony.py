@@ -1,0 +1,395 @@
+"""Symphony (Ishuov et al., arXiv 2512.10477), the S3 variant of the official code (timurgepard/Symphony-S2 at
+c5eb0db, ``S3/symphony.py``; ../shared/PLUGINS.md §4): a deterministic-policy agent whose actor and critics are
+one network trained by one optimiser step on one loss, with a fading replay buffer.
+
+    jaxrl train --agent experiments.plugins.symphony:AGENT --env dmc/CartpoleSwingup
+
+The pieces, each a function below:
+
+* **Networks** (``FeedForward``): Linear -> LayerNorm -> Linear -> ReSine -> Linear, PyTorch's default init. The
+  actor outputs [A, S, B] = tanh(out / 2); the action is tanh(|S| A + N), N = clip(xi, -e, e) / e the bounded
+  pre-tanh noise (none when evaluating). The critic is 3 FeedForwards of 128 "nodes" each (384 at width 512).
+* **One-pass loss** (``symphony_loss``): the next action comes from the *online* actor (no target actor), the
+  target critic's soft value Qbar(s', a') (its nodes sorted, weighted by tanh((pi (1 - n/M))^e)), then
+      L = -ReHAE((Qbar' - E) / |E|) + ReHSE(Q(s, a) - y) + Sw(S', B'),   y = r / r_n + gamma (1 - d) sg(Qbar'),
+  E = 0.618 e_prev + 0.382 sg(Qbar') the moving baseline (e_prev its batch mean, kept in the state). The first
+  term, the temporal advantage, trains the actor through a' alone; the second the critics; swaddling
+  Sw(S, B) = mean[Omega(S^(1/sg B)) + B S ln S + Omega(B^2)], Omega(x) = ln((1 + x) / (1 - x)), bounds the scale S of
+  the actor's mean and its own temperature B.
+* **Optimiser** (``symphony_adam``): Adam without bias correction, betas (0.618, 0.995), weight decay 0.01 added to
+  the step: theta <- theta - lr (m / (sqrt(v) + eps) + wd theta). The target critics move by Polyak after each step.
+* **Exploration and reward scale**: the first 10,240 env steps act with the initial actor and its noise (the loop's
+  ``warmup="policy"``); at their end the engine's ``refresh`` hook (inside the program) fits r_n = mean |r| over
+  what the buffer holds and notes how many rows exploration wrote.
+* **Fading replay** (``fading_sample``, through the engine's ``sample_with_state`` hook): an age drawn from the
+  code's fixed weights over a full buffer of positions i (oldest 0 .. newest N - 1), tanh((pi i / N)^e), by inverse
+  CDF, a new draw for each of the 3 updates per env step. The code fills its buffer after exploration by tiling the
+  exploration transitions 50 times (512k rows) and drops the oldest copies as new data arrives; here nothing is
+  copied: an age older than the real data maps to the exploration row the tiled buffer would hold there (the
+  copies repeat with the exploration's length), so the distribution over transitions is the code's.
+
+What this file decides (deviations):
+  * Terminal recycling (the code rolls its buffer by 2 when the oldest transition is a termination, so
+    terminations are never dropped) is **not ported**: it changes which transitions the buffer keeps at insertion,
+    which the engine's ring does not expose to an agent; sampling alone cannot reproduce it.
+  * Ages are drawn per buffer row; with several envs a row holds one transition of each, drawn uniformly.
+  * ``ema_epsilon`` (0: the code) guards |E| early in training when set (PLUGINS.md §4.9, ambiguity 3).
+  * Actions are in [-1, 1] (the code's train.py sets a_max = 1 too). The episode-end "fall" trick is not ported
+    (the code's own default is off).
+  * ``refresh`` fits r_n at ``exploration_steps`` env steps: keep it equal to ``--learning-starts`` (both default
+    to the code's 10,240), or updates before it see unscaled rewards.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, NamedTuple
+
+import flax.linen as nn
+import flax.struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from jaxrl import ConfigError, checks
+from jaxrl import buffer as buffer_lib
+from jaxrl.agent import Agent
+from jaxrl.losses import polyak_update, td_target
+from jaxrl.networks import reading
+from jaxrl.optim import gradient_step
+from jaxrl.progress import Progress, progress_field
+from jaxrl.types import Batch, EnvSpec, zeros_obs
+
+static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
+GOLDEN = (math.sqrt(5.0) - 1.0) / 2.0  # 0.618...: the code's beta1 and its baseline's rate
+
+
+@flax.struct.dataclass
+class Config:
+    hidden_size: int = static(512)
+    """width of every FeedForward (the code: N_rb / 1000)"""
+    critic_nets: int = static(3)
+    """FeedForward critics, each with hidden_size / 4 output nodes"""
+    batch_size: int = static(384)
+    """transitions per update (the code: the critic's node count)"""
+    gradient_dropout: float = static(0.0)
+    """share of each FeedForward's outputs that pass no gradient (S3: 0; the appendix's S~2: 0.75)"""
+    lr: float = 1e-4
+    """step size of the one optimiser"""
+    beta1: float = GOLDEN
+    """first-moment rate (no bias correction)"""
+    beta2: float = 0.995
+    """second-moment rate"""
+    weight_decay: float = 0.01
+    """added to the normalised step, times the parameter"""
+    adam_epsilon: float = 1e-8
+    """added to sqrt(v)"""
+    gamma: float = 0.99
+    """discount"""
+    tau: float = 0.005
+    """Polyak rate of the target critics"""
+    baseline_rate: float = GOLDEN
+    """alpha_E of the moving baseline E = alpha_E e_prev + (1 - alpha_E) sg(Qbar')"""
+    ema_epsilon: float = 0.0
+    """added to |E| in the temporal advantage's denominator (0: the code)"""
+    noise_std: float = 1.0 / math.e
+    """scale of the bounded pre-tanh noise"""
+    noise_clip: float = math.e
+    """the standard normal draw is clipped to +-noise_clip before scaling (so N is in [-1, 1])"""
+    scale_floor: float = 1e-3
+    """S and B are clipped to [scale_floor, 1 - scale_floor] in the swaddling term"""
+    target_exponent: float = static(math.e)
+    """exponent of the soft target's node weights tanh((pi (1 - n / M))^exponent)"""
+    replay_exponent: float = static(math.e)
+    """exponent of the fading replay's weights tanh((pi i / N)^exponent)"""
+    exploration_steps: int = static(10_240)
+    """env steps of exploration, at whose end r_n is fitted (keep = --learning-starts)"""
+    tile_fill: bool = static(True)
+    """sample as from the code's buffer filled by tiling the exploration transitions"""
+    normalize_rewards: bool = static(True)
+    """divide rewards by r_n = mean |r| over the exploration transitions"""
+
+
+class TorchDense(nn.Module):
+    """A Dense layer initialised as PyTorch's nn.Linear: kernel and bias uniform in +-1/sqrt(fan_in)."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, x):
+        bound = 1.0 / math.sqrt(x.shape[-1])
+        init = lambda key, shape: jax.random.uniform(key, shape, minval=-bound, maxval=bound)  # noqa: E731
+        kernel = self.param("kernel", init, (x.shape[-1], self.features))
+        return x @ kernel + self.param("bias", init, (self.features,))
+
+
+class ReSine(nn.Module):
+    """f = s sin(x / s), s = sigmoid(learned), then f sigmoid(1.5 f / s)."""
+
+    @nn.compact
+    def __call__(self, x):
+        bound = 1.0 / math.sqrt(x.shape[-1])
+        raw = self.param("s", lambda key, shape: jax.random.uniform(key, shape, minval=-bound, maxval=bound),
+                         (x.shape[-1],))
+        s = jax.nn.sigmoid(raw)
+        f = s * jnp.sin(x / s)
+        return f * jax.nn.sigmoid(1.5 * f / s)
+
+
+def gradient_dropout(x, key, rate):
+    """y = m x + (1 - m) sg(x), m ~ Bernoulli(1 - rate): the forward pass is x; a share ``rate`` passes no gradient."""
+    keep = jax.random.bernoulli(key, 1.0 - rate, x.shape)
+    return jnp.where(keep, x, jax.lax.stop_gradient(x))
+
+
+class FeedForward(nn.Module):
+    hidden_size: int
+    output_size: int
+    dropout: float = 0.0
+
+    @nn.compact
+    def __call__(self, x, dropout_key=None):
+        x = nn.LayerNorm(epsilon=1e-5)(TorchDense(self.hidden_size)(x))  # no activation in between (the code's)
+        x = TorchDense(self.output_size)(ReSine()(TorchDense(self.hidden_size)(x)))
+        if self.dropout and dropout_key is not None:
+            x = gradient_dropout(x, dropout_key, self.dropout)
+        return x
+
+
+class Actor(nn.Module):
+    hidden_size: int
+    action_size: int
+    dropout: float = 0.0
+
+    @nn.compact
+    def __call__(self, obs, dropout_key=None):
+        """(A, S, B): the pre-tanh mean direction, its scale |S| and the temperature |B|, each [..., |A|]."""
+        out = jnp.tanh(FeedForward(self.hidden_size, 3 * self.action_size, self.dropout)(obs, dropout_key) / 2.0)
+        mean, scale, beta = jnp.split(out, 3, axis=-1)
+        return mean, jnp.abs(scale), jnp.abs(beta)
+
+
+class Critic(nn.Module):
+    hidden_size: int
+    nets: int = 3
+    dropout: float = 0.0
+
+    @nn.compact
+    def __call__(self, obs, action, dropout_key=None):
+        """[..., nets x hidden_size / 4]: every net's nodes, net by net."""
+        x = jnp.concatenate([obs, action], axis=-1)
+        ensemble = nn.vmap(FeedForward, variable_axes={"params": 0}, split_rngs={"params": True}, in_axes=(None, 0),
+                           out_axes=-2, axis_size=self.nets)
+        keys = None if dropout_key is None else jax.random.split(dropout_key, self.nets)
+        nodes = ensemble(self.hidden_size, self.hidden_size // 4, self.dropout)(x, keys)
+        return nodes.reshape(nodes.shape[:-2] + (-1,))
+
+
+@flax.struct.dataclass
+class State:
+    params: Any  # {"actor": ..., "critic": ...}: the online networks, one optimiser
+    target_critic_params: Any
+    opt_state: Any
+    baseline: jax.Array  # e_prev, the batch mean of the last update's E (0 at the start)
+    reward_scale: jax.Array  # 1 / r_n once exploration ended (1 before)
+    exploration_rows: jax.Array  # int32 buffer rows exploration wrote (0 before it ended)
+    actor: nn.Module = flax.struct.field(pytree_node=False)
+    critic: nn.Module = flax.struct.field(pytree_node=False)
+    progress: Progress | None = progress_field()
+
+
+# ------------------------------------------------------------------------------------ the terms, by hand
+
+
+def rehse(x):
+    """Rectified Huber symmetric error: mean(x tanh(x / 2))."""
+    return jnp.mean(x * jnp.tanh(x / 2.0))
+
+
+def rehae(x):
+    """Rectified Huber asymmetric error: mean(|x| tanh(x / 2)), odd and sign-preserving."""
+    return jnp.mean(jnp.abs(x) * jnp.tanh(x / 2.0))
+
+
+def swaddling(scale, beta):
+    """mean[Omega(S^(1 / sg B)) + B S ln S + Omega(B^2)], Omega(x) = ln((1 + x) / (1 - x))."""
+    def omega_barrier(x):
+        return jnp.log((1.0 + x) / (1.0 - x))
+
+    return jnp.mean(omega_barrier(scale ** (1.0 / jax.lax.stop_gradient(beta))) + beta * scale * jnp.log(scale)
+                    + omega_barrier(jnp.square(beta)))
+
+
+def node_weights(nodes: int, exponent: float) -> np.ndarray:
+    """p_n proportional to tanh((pi (1 - n / M))^exponent), n = 0 .. M - 1 over the nodes sorted ascending."""
+    w = np.tanh((math.pi * (1.0 - np.arange(nodes) / nodes)) ** exponent)
+    return (w / w.sum()).astype(np.float32)
+
+
+def soft_value(nodes, exponent: float):
+    """The code's critic_soft: the nodes sorted ascending, weighted by ``node_weights`` (mostly the lower ones)."""
+    return jnp.sort(nodes, axis=-1) @ node_weights(nodes.shape[-1], exponent)
+
+
+def fading_weights(rows: int, exponent: float) -> np.ndarray:
+    """tanh((pi i / N)^exponent) for positions i = 0 (oldest) .. N - 1 (newest) of a full buffer (unnormalised)."""
+    return np.tanh((math.pi * np.arange(rows) / rows) ** exponent)
+
+
+def action_from(mean, scale, noise):
+    return jnp.tanh(scale * mean + noise)
+
+
+def bounded_noise(key, shape, cfg: Config):
+    return cfg.noise_std * jnp.clip(jax.random.normal(key, shape), -cfg.noise_clip, cfg.noise_clip)
+
+
+class SymphonyAdamState(NamedTuple):
+    m: Any
+    v: Any
+
+
+def symphony_adam(lr, beta1, beta2, epsilon, weight_decay) -> optax.GradientTransformation:
+    """The code's Adam: no bias correction, weight decay inside the step (optax's adam always corrects the bias)."""
+    def init(params):
+        zeros = jax.tree.map(jnp.zeros_like, params)
+        return SymphonyAdamState(zeros, zeros)
+
+    def update(grads, state, params):
+        m = jax.tree.map(lambda m, g: beta1 * m + (1.0 - beta1) * g, state.m, grads)
+        v = jax.tree.map(lambda v, g: beta2 * v + (1.0 - beta2) * jnp.square(g), state.v, grads)
+        step = jax.tree.map(lambda m, v, p: -lr * (m / (jnp.sqrt(v) + epsilon) + weight_decay * p), m, v, params)
+        return step, SymphonyAdamState(m, v)
+
+    return optax.GradientTransformation(init, update)
+
+
+def optimizer(cfg: Config):
+    return symphony_adam(cfg.lr, cfg.beta1, cfg.beta2, cfg.adam_epsilon, cfg.weight_decay)
+
+
+# ------------------------------------------------------------------------------------------------- loss
+
+
+def symphony_loss(params, state: State, batch: Batch, key, cfg: Config):
+    """-temporal advantage + TD + swaddling, one function of all online parameters (PLUGINS.md §4.2)."""
+    noise_key, actor_drop, target_drop, critic_drop = jax.random.split(key, 4)
+    mean, scale, beta = state.actor.apply(params["actor"], batch.next_obs, actor_drop)
+    next_action = action_from(mean, scale, bounded_noise(noise_key, mean.shape, cfg))
+    next_value = soft_value(state.critic.apply(state.target_critic_params, batch.next_obs, next_action, target_drop),
+                            cfg.target_exponent)  # [B], with the actor's gradient through a'
+    fixed_next = jax.lax.stop_gradient(next_value)
+    target = td_target(batch.replace(reward=batch.reward * state.reward_scale), fixed_next)
+    q = state.critic.apply(params["critic"], batch.obs, batch.action, critic_drop)  # [B, nodes]
+    baseline = cfg.baseline_rate * state.baseline + (1.0 - cfg.baseline_rate) * fixed_next  # [B], no gradient
+    temporal_advantage = rehae((next_value - baseline) / (jnp.abs(baseline) + cfg.ema_epsilon))
+    td = rehse(q - target[:, None])
+    floor = cfg.scale_floor
+    swaddle = swaddling(jnp.clip(scale, floor, 1.0 - floor), jnp.clip(beta, floor, 1.0 - floor))
+    loss = -temporal_advantage + td + swaddle
+    return loss, {"loss": loss, "temporal_advantage": temporal_advantage, "td_loss": td, "swaddling": swaddle,
+                  "q_mean": jnp.mean(q), "target_mean": jnp.mean(target), "scale": jnp.mean(scale),
+                  "beta": jnp.mean(beta), "baseline": jnp.mean(baseline)}
+
+
+# ------------------------------------------------------------------------------------------- replay hooks
+
+
+def end_of_exploration(state: State, buffer, key, cfg: Config) -> State:
+    """The engine's ``refresh`` at ``exploration_steps``: r_n = mean |r| over every row written so far, and how many
+    rows that is (the block the fading replay's virtual copies come from); once, later calls keep both."""
+    rows = buffer.reward.shape[0]
+    written = (jnp.arange(rows) < buffer.size)[:, None]
+    mean_abs = jnp.sum(jnp.where(written, jnp.abs(buffer.reward), 0.0)) / jnp.maximum(jnp.sum(written) *
+                                                                                      buffer.reward.shape[1], 1)
+    first = state.exploration_rows == 0
+    scale = 1.0 / jnp.maximum(mean_abs, 1e-8) if cfg.normalize_rewards else jnp.float32(1.0)
+    return state.replace(reward_scale=jnp.where(first, scale, state.reward_scale),
+                         exploration_rows=jnp.where(first, buffer.size, state.exploration_rows))
+
+
+def exploration_interval(cfg: Config) -> int:
+    return cfg.exploration_steps
+
+
+def fading_rows(state: State, buffer, key, count: int, cfg: Config):
+    """Rows drawn by the fading replay: an age a (0 the newest sampleable row) from the fixed weights over a full
+    buffer; where the ring is not full and a is older than its data, the exploration row a tiled buffer holds
+    there, e = (new - 1 - a) mod E (``new`` rows written after exploration's E)."""
+    rows = buffer.reward.shape[0]
+    cdf = np.cumsum(fading_weights(rows, cfg.replay_exponent))
+    u = jax.random.uniform(key, (count,), maxval=float(cdf[-1]))
+    position = jnp.minimum(jnp.searchsorted(jnp.asarray(cdf, jnp.float32), u, side="right"), rows - 1)
+    age = rows - 1 - position
+    sampleable = jnp.maximum(buffer.size - 1, 1)
+    real = (buffer.ptr - 2 - jnp.minimum(age, sampleable - 1)) % rows
+    if not cfg.tile_fill:
+        return real
+    explored = jnp.maximum(state.exploration_rows, 1)
+    new = sampleable - state.exploration_rows
+    tiled = (new - 1 - age) % explored  # exploration wrote rows 0 .. E - 1 of a ring that has not wrapped yet
+    virtual = (age >= sampleable) & (buffer.size < rows) & (state.exploration_rows > 0)
+    return jnp.where(virtual, tiled, real)
+
+
+def fading_sample(state: State, buffer, key, cfg: Config) -> Batch:
+    """``cfg.batch_size`` one-step transitions from the fading replay (the engine's ``sample_with_state``)."""
+    row_key, env_key = jax.random.split(key)
+    row = fading_rows(state, buffer, row_key, cfg.batch_size, cfg)
+    env = jax.random.randint(env_key, (cfg.batch_size,), 0, buffer.reward.shape[1])
+    return buffer_lib.transitions_at(buffer, row, env, cfg.gamma)
+
+
+# ------------------------------------------------------------------------------------- init / act / update
+
+
+def check_config(cfg: Config) -> None:
+    checks.positive_ints(cfg, "hidden_size", "critic_nets", "batch_size", "exploration_steps")
+    if cfg.hidden_size % 4:
+        raise ConfigError(f"hidden_size={cfg.hidden_size} must be a multiple of 4 (each critic has hidden_size / 4 "
+                          "nodes)")
+    checks.positive(cfg, "lr", "adam_epsilon", "noise_std", "noise_clip", "target_exponent", "replay_exponent")
+    checks.non_negative(cfg, "weight_decay", "ema_epsilon")
+    checks.unit_interval(cfg, "gamma", "tau")
+    for name in ("beta1", "beta2", "baseline_rate", "gradient_dropout"):
+        checks.require(cfg, name, lambda x: 0.0 <= x < 1.0, "a number in [0, 1)")
+    checks.require(cfg, "scale_floor", lambda x: 0.0 < x < 0.5, "a number in (0, 0.5)")
+
+
+def init(key, spec: EnvSpec, cfg: Config) -> State:
+    actor = reading(spec.actor_obs, Actor(cfg.hidden_size, spec.action_size, cfg.gradient_dropout))
+    critic = reading(spec.critic_obs, Critic(cfg.hidden_size, cfg.critic_nets, cfg.gradient_dropout))
+    actor_key, critic_key = jax.random.split(key)
+    obs, action = zeros_obs(spec, (1,)), jnp.zeros((1, spec.action_size))
+    params = {"actor": actor.init(actor_key, obs), "critic": critic.init(critic_key, obs, action)}
+    return State(params=params, target_critic_params=params["critic"], opt_state=optimizer(cfg).init(params),
+                 baseline=jnp.zeros((), jnp.float32), reward_scale=jnp.ones((), jnp.float32),
+                 exploration_rows=jnp.zeros((), jnp.int32), actor=actor, critic=critic)
+
+
+def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
+    """tanh(S A + N); evaluation drops N."""
+    mean, scale, _ = state.actor.apply(state.params["actor"], obs)
+    if deterministic:
+        return action_from(mean, scale, 0.0), carry
+    return action_from(mean, scale, bounded_noise(key, mean.shape, cfg)), carry
+
+
+def make_update(loss_fn=symphony_loss):
+    """One optimiser step on all online parameters, then the target critics' Polyak step and the new baseline."""
+    def update(state: State, batch: Batch, key, cfg: Config):
+        step = gradient_step(loss_fn, state.params, state.opt_state, optimizer(cfg), state, batch, key, cfg)
+        target = polyak_update(step.params["critic"], state.target_critic_params, cfg.tau)
+        state = state.replace(params=step.params, opt_state=step.opt_state, target_critic_params=target,
+                              baseline=step.aux["baseline"])
+        return state, {**step.aux, "grad_norm/nets": step.grad_norm, "reward_scale": state.reward_scale}
+
+    return update
+
+
+update = make_update()
+
+AGENT = Agent(name="symphony", Config=Config, init=init, act=act, update=update, check_config=check_config,
+              loop_defaults={"learning_starts": 10_240, "warmup": "policy", "updates_per_step": 3.0,
+                             "buffer_size": 512_000},
+              refresh=end_of_exploration, refresh_interval=exploration_interval, sample_with_state=fading_sample)

@@ -1,0 +1,133 @@
+"""Symphony (experiments/plugins/symphony.py): each term by hand (ReHSE, ReHAE, swaddling and its stop-gradient,
+the soft target's node weights, the optimiser without bias correction), the fading replay's probabilities per
+row with and without the virtual tile-fill, the reward normaliser at the end of exploration; the harness; the
+compiled loop with a checkpoint restored across the end of exploration."""
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments.plugins import symphony
+from jaxrl import ConfigError
+from jaxrl.testing import check_agent
+from jaxrl.types import EnvSpec
+from tests.helpers import assert_restored_checkpoint_continues_bitwise, fill
+
+TINY = dict(hidden_size=16, batch_size=8)
+SPEC = EnvSpec(obs_size=3, action_size=2, decisions_per_episode=10)
+
+
+def test_rehse_and_rehae_by_hand():
+    x = jnp.array([1.0, -2.0])
+    assert float(symphony.rehse(x)) == pytest.approx((math.tanh(0.5) + 2 * math.tanh(1.0)) / 2, rel=1e-6)
+    assert float(symphony.rehae(x)) == pytest.approx((math.tanh(0.5) - 2 * math.tanh(1.0)) / 2, rel=1e-6)
+
+
+def test_swaddling_by_hand_and_no_gradient_through_the_exponents_beta():
+    omega = lambda x: math.log((1 + x) / (1 - x))  # noqa: E731
+    s, b = 0.5, 0.5
+    value = omega(s ** (1 / b)) + b * s * math.log(s) + omega(b ** 2)
+    assert float(symphony.swaddling(jnp.array([s]), jnp.array([b]))) == pytest.approx(value, rel=1e-6)
+    # d/dB: S ln S + 2B Omega'(B^2), Omega'(x) = 2 / (1 - x^2); the exponent 1/B is held fixed
+    d_beta = s * math.log(s) + 2 * b * 2 / (1 - (b ** 2) ** 2)
+    grad = jax.grad(lambda beta: symphony.swaddling(jnp.array([s]), beta))(jnp.array([b]))
+    assert float(grad[0]) == pytest.approx(d_beta, rel=1e-5)
+
+
+def test_the_soft_target_weighs_the_sorted_nodes_by_the_codes_formula():
+    weights = np.tanh((math.pi * (1 - np.arange(4) / 4)) ** math.e)
+    weights /= weights.sum()
+    nodes = jnp.array([[3.0, -1.0, 10.0, 0.5]])
+    expected = np.sort(np.asarray(nodes[0])) @ weights
+    assert float(symphony.soft_value(nodes, math.e)[0]) == pytest.approx(expected, rel=1e-6)
+    w = symphony.node_weights(384, math.e)
+    assert w.sum() == pytest.approx(1.0) and np.all(np.diff(w) <= 1e-9)  # the highest nodes weigh least
+    assert w[int(0.75 * 384)] / w[0] == pytest.approx(0.5, abs=0.03)  # about half at the 75th percentile
+
+
+def test_the_optimiser_has_no_bias_correction_and_decays_inside_the_step():
+    opt = symphony.symphony_adam(lr=0.1, beta1=0.6, beta2=0.9, epsilon=0.0, weight_decay=0.01)
+    params = jnp.array(1.0)
+    step, state = opt.update(jnp.array(0.5), opt.init(params), params)
+    m, v = 0.4 * 0.5, 0.1 * 0.25
+    assert float(step) == pytest.approx(-0.1 * (m / math.sqrt(v) + 0.01), rel=1e-6)
+    assert float(state.m) == pytest.approx(m) and float(state.v) == pytest.approx(v)
+
+
+def expected_row_probabilities(rows, steps, explored, exponent=math.e, tile=True):
+    """Each position i of a full buffer (oldest 0) has weight tanh((pi i / N)^e); its age a = N - 1 - i maps to
+    ring row (ptr - 2 - a) while a < size - 1, else (tile-fill) to exploration row (new - 1 - a) mod E."""
+    w = np.tanh((math.pi * np.arange(rows) / rows) ** exponent)
+    p = np.zeros(rows)
+    size, ptr = min(steps, rows), steps % rows
+    sampleable = size - 1
+    for i in range(rows):
+        a = rows - 1 - i
+        if tile and a >= sampleable and size < rows:
+            row = (sampleable - explored - 1 - a) % explored
+        else:
+            row = (ptr - 2 - min(a, sampleable - 1)) % rows
+        p[row] += w[i]
+    return p / p.sum()
+
+
+@pytest.mark.parametrize("steps, tile", [(16, True), (16, False), (57, True)])
+def test_the_fading_replay_draws_each_row_with_the_codes_probability(steps, tile):
+    """A ring of 20 rows (capacity 40, 2 envs); exploration wrote 10 rows. 16 rows written: ages older than the
+    data map onto the exploration rows as the tiled buffer holds them; 57 written: the ring is full and wrapped,
+    every age is a real row."""
+    buffer = fill(capacity=40, steps=steps, episode_length=1000)
+    cfg = symphony.Config(batch_size=8, tile_fill=tile)
+    state = symphony.State(params=None, target_critic_params=None, opt_state=None, baseline=jnp.float32(0.0),
+                           reward_scale=jnp.float32(1.0), exploration_rows=jnp.int32(10), actor=None, critic=None)
+    rows = np.asarray(jax.jit(lambda k: symphony.fading_rows(state, buffer, k, 400_000, cfg))(jax.random.PRNGKey(0)))
+    frequency = np.bincount(rows, minlength=20) / len(rows)
+    expected = expected_row_probabilities(20, steps, 10, tile=tile)
+    np.testing.assert_allclose(frequency, expected, atol=0.003)
+    newest = (steps - 1) % 20
+    assert frequency[newest] == 0  # its s' is not written yet
+    batch = symphony.fading_sample(state, buffer, jax.random.PRNGKey(1), cfg)
+    np.testing.assert_allclose(batch.next_obs[:, 0], batch.obs[:, 0] + 1)  # s' of each drawn row
+    assert batch.obs.shape == (8, 1) and float(batch.discount[0]) == pytest.approx(0.99)
+
+
+def test_exploration_ends_with_the_reward_scale_and_the_rows_it_wrote_once():
+    buffer = fill(capacity=40, steps=12, episode_length=1000)  # rewards t = 0..11 for both envs
+    state = symphony.init(jax.random.PRNGKey(0), SPEC, symphony.Config(**TINY))
+    ended = symphony.end_of_exploration(state, buffer, None, symphony.Config(**TINY))
+    assert float(ended.reward_scale) == pytest.approx(1 / 5.5) and int(ended.exploration_rows) == 12
+    later = symphony.end_of_exploration(ended, fill(capacity=40, steps=15, episode_length=1000), None,
+                                        symphony.Config(**TINY))
+    assert float(later.reward_scale) == float(ended.reward_scale) and int(later.exploration_rows) == 12
+
+
+def test_symphony_refuses_bad_values_in_one_line():
+    for fields, message in [({"hidden_size": 30}, "multiple of 4"), ({"beta1": 1.0}, "beta1 must be"),
+                            ({"scale_floor": 0.5}, "scale_floor must be")]:
+        with pytest.raises(ConfigError, match=message):
+            symphony.check_config(symphony.Config(**fields))
+
+
+def test_symphony_passes_the_harness():
+    check_agent(symphony.AGENT, symphony.Config(**TINY, exploration_steps=100), eager=False)
+
+
+def test_symphony_trains_and_continues_bitwise_across_the_end_of_exploration(tmp_path):
+    """Two seeds on toy/PointMass, exploration = learning start = 100 env steps (50 rows of 2 envs): after the
+    first chunk the reward scale is fitted and the fading replay with its virtual copies is in use; a restored
+    checkpoint continues exactly."""
+    import envs
+    from jaxrl.loop import LoopConfig, make_train
+
+    loop = LoopConfig(steps=400, num_envs=2, num_eval_envs=2, eval_every=200, learning_starts=100, buffer_size=1000,
+                      warmup="policy", updates_per_step=1.0)
+    cfg = symphony.Config(**TINY, exploration_steps=100)
+    trainer = make_train(symphony.AGENT, envs.make("toy/PointMass", 2), envs.make("toy/PointMass", 2), loop, cfg)
+    state, metrics = trainer.run_chunk(trainer.init(0, 2))
+    metrics = jax.device_get(metrics)
+    assert metrics["updates"] > 0 and all(np.all(v == -1) for v in metrics["nonfinite_step"].values())
+    np.testing.assert_array_equal(state.agent.exploration_rows, [50, 50])
+    assert np.all(state.agent.reward_scale != 1.0) and np.all(state.agent.baseline != 0.0)
+    assert_restored_checkpoint_continues_bitwise(trainer, state, tmp_path)
