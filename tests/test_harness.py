@@ -18,7 +18,8 @@ def test_every_built_in_agent_passes_the_harness(name):
     examples' test makes it): purity is checked by two jitted calls and two traces (what catches side effects)."""
     probe = PROBES[name]
     seconds = check_agent(probe.agent, probe.bandit_cfg, eager=False)
-    assert set(seconds) == {"setup", "shapes", "compile", "pure", "gradients", "batch", "vmap", "checkpoint"}
+    assert set(seconds) == {"setup", "shapes", "compile", "pure", "gradients", "batch", "vmap", "refresh",
+                            "checkpoint"}
 
 
 def test_the_examples_pass_the_harness_and_redq_its_probes():

@@ -328,5 +328,5 @@ def test_the_comparison_sweep_files_plan_as_committed(cli, tmp_path, monkeypatch
         result = cli("sweep", f"bench/results/{name}", "--out", str(tmp_path / name), "--dry-run")
         assert result.returncode == 0, f"{name}: {result.stderr}"
         planned[name] = int(result.stdout.split(" member(s)")[0].split()[-1])
-    assert len(planned) == 14 and planned["issue33_pendulum_dr_sac.toml"] == 6
+    assert len(planned) == 15 and planned["issue33_pendulum_dr_sac.toml"] == 6
     assert all(n == 3 for name, n in planned.items() if name != "issue33_pendulum_dr_sac.toml")

@@ -225,7 +225,7 @@ def test_a_job_runs_exactly_the_members_it_was_given(tmp_path, monkeypatch):
 
     calls = []
 
-    def fake(agent, run, loop, agent_cfg, members=None, quiet=False):
+    def fake(agent, run, loop, agent_cfg, members=None, quiet=False, pbt=None):
         calls.append((run.run_dir, members))
         raise KeyboardInterrupt
 
@@ -412,7 +412,8 @@ for mesh in (None, sharding.member_mesh()):
         assert state.env_steps.sharding.is_fully_replicated
 (a, ra), (b, rb) = results
 np.testing.assert_allclose(ra, rb, rtol=1e-5)
-jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-6), a, b)
+# 1e-5: a sharded program's reductions round differently (2e-6 on a critic weight seen after the loop changed)
+jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=1e-5), a, b)
 print("sharded == unsharded", ra, rb)
 # Population-based training over the sharded members: the ranking is global (a cross-device gather) and the copies
 # (agent and, with copy_buffer, the replay buffer) equal the unsharded program's.
@@ -431,7 +432,7 @@ for mesh in (None, sharding.member_mesh()):
 (a, pa), (b, pb) = results
 np.testing.assert_array_equal(pa, pb)
 assert (pa != np.arange(4)).sum() == 2, pa  # one copy per interval
-for part, tol in (("agent", 1e-6), ("hparams", 1e-6), ("pbt", 1e-6), ("buffer", 1e-4)):  # the envs' float noise
+for part, tol in (("agent", 1e-5), ("hparams", 1e-6), ("pbt", 1e-6), ("buffer", 1e-4)):  # the envs' float noise
     for x, y in zip(jax.tree.leaves(getattr(a, part)), jax.tree.leaves(getattr(b, part)), strict=True):
         np.testing.assert_allclose(x, y, rtol=1e-5, atol=tol, err_msg=part)
 print("pbt sharded == unsharded", pa.tolist())
