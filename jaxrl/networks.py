@@ -154,12 +154,19 @@ def tanh_log_det_jacobian(u: jax.Array, epsilon: float | None = None) -> jax.Arr
     return jnp.log(1.0 - jnp.square(jnp.tanh(u)) + epsilon)
 
 
+def tanh_gaussian_log_prob_per_dim(u: jax.Array, mean: jax.Array, log_std: jax.Array, epsilon: float | None = None
+                                   ) -> jax.Array:
+    """Each action dimension's term of ``tanh_gaussian_log_prob`` (its Gaussian density and its own Jacobian term),
+    unsummed: ACE weighs them."""
+    gaussian = -0.5 * jnp.square((u - mean) / jnp.exp(log_std)) - log_std - 0.5 * math.log(2.0 * math.pi)
+    return gaussian - tanh_log_det_jacobian(u, epsilon)
+
+
 def tanh_gaussian_log_prob(u: jax.Array, mean: jax.Array, log_std: jax.Array, epsilon: float | None = None
                            ) -> jax.Array:
     """log pi(tanh(u)) for u ~ N(mean, exp(log_std)^2), summed over the last axis (change of variables; ``epsilon``:
     ``tanh_log_det_jacobian``'s)."""
-    gaussian = -0.5 * jnp.square((u - mean) / jnp.exp(log_std)) - log_std - 0.5 * math.log(2.0 * math.pi)
-    return jnp.sum(gaussian - tanh_log_det_jacobian(u, epsilon), axis=-1)
+    return jnp.sum(tanh_gaussian_log_prob_per_dim(u, mean, log_std, epsilon), axis=-1)
 
 
 def sample_tanh_gaussian(key: jax.Array, mean: jax.Array, log_std: jax.Array, epsilon: float | None = None

@@ -412,9 +412,10 @@ for mesh in (None, sharding.member_mesh()):
         assert state.env_steps.sharding.is_fully_replicated
 (a, ra), (b, rb) = results
 np.testing.assert_allclose(ra, rb, rtol=1e-5)
-# A sharded program's reductions round differently and two chunks of training carry it on: since a fresh install of
-# 2026-12-04, 2e-6 on 39f35fa and 1.4e-4 after the loop's hooks on one critic weight of 1024: 1e-3.
-jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-3, atol=1e-3), a, b)
+# One member per device against four vmapped: the kernels round differently and two chunks of training carry it on.
+# Since a fresh install of 2026-12-04 the largest difference is 1.36e-4 (one critic weight of 1024), identical on
+# 39f35fa and after the loop's hooks (so not the hooks): atol 3e-4.
+jax.tree.map(lambda x, y: np.testing.assert_allclose(x, y, rtol=1e-5, atol=3e-4), a, b)
 print("sharded == unsharded", ra, rb)
 # Population-based training over the sharded members: the ranking is global (a cross-device gather) and the copies
 # (agent and, with copy_buffer, the replay buffer) equal the unsharded program's.
@@ -433,9 +434,9 @@ for mesh in (None, sharding.member_mesh()):
 (a, pa), (b, pb) = results
 np.testing.assert_array_equal(pa, pb)
 assert (pa != np.arange(4)).sum() == 2, pa  # one copy per interval
-for part, tol in (("agent", 1e-3), ("hparams", 1e-6), ("pbt", 1e-6), ("buffer", 1e-4)):  # the envs' float noise
+for part, tol in (("agent", 3e-4), ("hparams", 1e-6), ("pbt", 1e-6), ("buffer", 1e-4)):  # the envs' float noise
     for x, y in zip(jax.tree.leaves(getattr(a, part)), jax.tree.leaves(getattr(b, part)), strict=True):
-        np.testing.assert_allclose(x, y, rtol=1e-3, atol=tol, err_msg=part)
+        np.testing.assert_allclose(x, y, rtol=1e-5, atol=tol, err_msg=part)
 print("pbt sharded == unsharded", pa.tolist())
 """
 

@@ -58,14 +58,20 @@ def test_the_optimiser_has_no_bias_correction_and_decays_inside_the_step():
 
 def expected_row_probabilities(rows, steps, explored, exponent=math.e, tile=True):
     """Each position i of a full buffer (oldest 0) has weight tanh((pi i / N)^e); its age a = N - 1 - i maps to
-    ring row (ptr - 2 - a) while a < size - 1, else (tile-fill) to exploration row (new - 1 - a) mod E."""
-    w = np.tanh((math.pi * np.arange(rows) / rows) ** exponent)
-    p = np.zeros(rows)
+    ring row (ptr - 2 - a) while a < size - 1, else (tile-fill) to exploration row (new - 1 - a) mod E. Without the
+    tile-fill, position i of the n = size - 1 sampleable rows has weight tanh((pi i / n)^e)."""
     size, ptr = min(steps, rows), steps % rows
     sampleable = size - 1
+    p = np.zeros(rows)
+    if not tile:  # the weights over the sampleable rows alone: position i of n, oldest first
+        w = np.tanh((math.pi * np.arange(sampleable) / sampleable) ** exponent)
+        for i in range(sampleable):
+            p[(ptr - 2 - (sampleable - 1 - i)) % rows] += w[i]
+        return p / p.sum()
+    w = np.tanh((math.pi * np.arange(rows) / rows) ** exponent)
     for i in range(rows):
         a = rows - 1 - i
-        if tile and a >= sampleable and size < rows:
+        if a >= sampleable and size < rows:
             row = (sampleable - explored - 1 - a) % explored
         else:
             row = (ptr - 2 - min(a, sampleable - 1)) % rows

@@ -52,7 +52,7 @@ from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent, delay_fields
 from jaxrl.losses import polyak_update, td_target, with_target
-from jaxrl.networks import GaussianPolicyHead, reading, tanh_gaussian_act, tanh_log_det_jacobian
+from jaxrl.networks import GaussianPolicyHead, reading, tanh_gaussian_act, tanh_gaussian_log_prob_per_dim
 from jaxrl.optim import delayed_step, grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
 
@@ -143,8 +143,7 @@ def causal_refresh_interval(cfg: Config) -> int:
 def causal_log_prob(u, mean, log_std, weights, epsilon=1e-6):
     """log pi_w = sum_i w_i [log N(u_i; mean_i, std_i) - log(1 - tanh(u_i)^2 + epsilon)] (actions in [-1, 1], so
     the code's action scale c_i is 1)."""
-    gaussian = -0.5 * jnp.square((u - mean) / jnp.exp(log_std)) - log_std - 0.5 * jnp.log(2.0 * jnp.pi)
-    return jnp.sum(weights * (gaussian - tanh_log_det_jacobian(u, epsilon)), axis=-1)
+    return jnp.sum(weights * tanh_gaussian_log_prob_per_dim(u, mean, log_std, epsilon), axis=-1)
 
 
 def sample_causal(state: State, actor_params, obs, key, cfg: Config):

@@ -110,6 +110,11 @@ class Config:
     """divide rewards by r_n = mean |r| over the exploration transitions"""
 
 
+def uniform_within(bound: float):
+    """PyTorch's default inits: uniform in +-bound."""
+    return lambda key, shape: jax.random.uniform(key, shape, minval=-bound, maxval=bound)
+
+
 class TorchDense(nn.Module):
     """A Dense layer initialised as PyTorch's nn.Linear: kernel and bias uniform in +-1/sqrt(fan_in)."""
 
@@ -117,8 +122,7 @@ class TorchDense(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        bound = 1.0 / math.sqrt(x.shape[-1])
-        init = lambda key, shape: jax.random.uniform(key, shape, minval=-bound, maxval=bound)  # noqa: E731
+        init = uniform_within(1.0 / math.sqrt(x.shape[-1]))
         kernel = self.param("kernel", init, (x.shape[-1], self.features))
         return x @ kernel + self.param("bias", init, (self.features,))
 
@@ -128,9 +132,7 @@ class ReSine(nn.Module):
 
     @nn.compact
     def __call__(self, x):
-        bound = 1.0 / math.sqrt(x.shape[-1])
-        raw = self.param("s", lambda key, shape: jax.random.uniform(key, shape, minval=-bound, maxval=bound),
-                         (x.shape[-1],))
+        raw = self.param("s", uniform_within(1.0 / math.sqrt(x.shape[-1])), (x.shape[-1],))
         s = jax.nn.sigmoid(raw)
         f = s * jnp.sin(x / s)
         return f * jax.nn.sigmoid(1.5 * f / s)
@@ -315,16 +317,22 @@ def exploration_interval(cfg: Config) -> int:
 def fading_rows(state: State, buffer, key, count: int, cfg: Config):
     """Rows drawn by the fading replay: an age a (0 the newest sampleable row) from the fixed weights over a full
     buffer; where the ring is not full and a is older than its data, the exploration row a tiled buffer holds
-    there, e = (new - 1 - a) mod E (``new`` rows written after exploration's E)."""
+    there, e = (new - 1 - a) mod E (``new`` rows written after exploration's E). Without ``tile_fill``, the same
+    weights over the n rows written so far (i / n instead of i / N)."""
     rows = buffer.reward.shape[0]
+    sampleable = jnp.maximum(buffer.size - 1, 1)
+    if not cfg.tile_fill:  # the weights over the rows there are (newest excluded), not over a full buffer
+        positions = jnp.arange(rows)
+        weights = jnp.tanh((jnp.pi * positions / sampleable) ** cfg.replay_exponent)
+        cdf = jnp.cumsum(jnp.where(positions < sampleable, weights, 0.0))
+        u = jax.random.uniform(key, (count,), maxval=cdf[-1])
+        position = jnp.minimum(jnp.searchsorted(cdf, u, side="right"), sampleable - 1)
+        return (buffer.ptr - 2 - (sampleable - 1 - position)) % rows
     cdf = np.cumsum(fading_weights(rows, cfg.replay_exponent))
     u = jax.random.uniform(key, (count,), maxval=float(cdf[-1]))
     position = jnp.minimum(jnp.searchsorted(jnp.asarray(cdf, jnp.float32), u, side="right"), rows - 1)
     age = rows - 1 - position
-    sampleable = jnp.maximum(buffer.size - 1, 1)
     real = (buffer.ptr - 2 - jnp.minimum(age, sampleable - 1)) % rows
-    if not cfg.tile_fill:
-        return real
     explored = jnp.maximum(state.exploration_rows, 1)
     new = sampleable - state.exploration_rows
     tiled = (new - 1 - age) % explored  # exploration wrote rows 0 .. E - 1 of a ring that has not wrapped yet
