@@ -137,3 +137,34 @@ def test_symphony_trains_and_continues_bitwise_across_the_end_of_exploration(tmp
     np.testing.assert_array_equal(state.agent.exploration_rows, [50, 50])
     assert np.all(state.agent.reward_scale != 1.0) and np.all(state.agent.baseline != 0.0)
     assert_restored_checkpoint_continues_bitwise(trainer, state, tmp_path)
+
+
+def test_symphony_from_the_cli_and_ace_in_a_sweep_as_users_type_them(cli, tmp_path, monkeypatch):
+    """What the README's plug-in table says to type, from a working directory: ``--agent module:ATTR``, a relative
+    run dir and its resume; ACE's own flags in a sweep file's [agent_config] and [grid]."""
+    import csv
+    import json
+    import os
+
+    monkeypatch.chdir(tmp_path)
+    tiny = ["--env", "toy/PointMass", "--eval-every", "200", "--learning-starts", "100", "--num-envs", "2",
+            "--num-eval-envs", "2", "--buffer-size", "1000"]
+    first = cli("train", "--agent", "experiments.plugins.symphony:AGENT", *tiny, "--steps", "400",
+                "--symphony.hidden-size", "16", "--symphony.batch-size", "8", "--symphony.exploration-steps", "100",
+                "--run-dir", "runs/symphony")
+    assert first.returncode == 0, first.stderr
+    resumed = cli("train", "--resume", "runs/symphony", "--steps", "600")
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.load(open("runs/symphony/summary.json"))
+    assert summary["resumed_from"] == 400 and summary["env_steps"] == 600 and summary["agent"] == "symphony"
+    with open("ace.toml", "w") as f:
+        f.write('agent = "experiments.plugins.ace:AGENT"\nenvs = ["toy/PointMass"]\nseeds = 1\n\n[loop]\n'
+                "steps = 400\neval_every = 200\nlearning_starts = 100\nnum_envs = 2\nnum_eval_envs = 2\n"
+                "buffer_size = 1000\n\n[agent_config]\nhidden_sizes = [16]\nbatch_size = 16\ncausal_interval = 200\n"
+                "causal_sample_size = 200\nreset_interval = 40\nreset_after = 0\n\n[grid]\n"
+                "dormant_threshold = [0.05, 0.1]\n")
+    swept = cli("sweep", "ace.toml", "--out", "sweeps/ace")
+    assert swept.returncode == 0, swept.stderr
+    rows = list(csv.DictReader(open(os.path.join("sweeps", "ace", "results.csv"))))
+    assert sorted(float(r["dormant_threshold"]) for r in rows) == [0.05, 0.1]
+    assert all(int(r["env_steps"]) >= 400 for r in rows)
