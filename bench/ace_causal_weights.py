@@ -3,14 +3,17 @@
     pip install -e '.[ace]'          # causal-learn, the library whose DirectLiNGAM the official code vendors
     python bench/ace_causal_weights.py --env dmc/CheetahRun --samples 10000
     python bench/ace_causal_weights.py --run runs/ace-dmc-CheetahRun-...     # a run's newest replay transitions
+    python bench/ace_causal_weights.py --synthetic                            # a linear case with a known answer
 
 The samples: by default ``--samples`` transitions under uniform random actions from ``--env`` (what ACE's first
 estimate sees: its warm-up is 10k uniform steps and the estimate at 10k fits the newest 10k), or with ``--run`` the
-newest transitions of a trained run's replay buffer (its last checkpoint). Both estimators see X = [s, a, r], raw:
-DirectLiNGAM (pwling, adaptive-lasso adjacency B; beta_i = B[r, a_i], 0 where it orders a_i after r) and the
-ridge regression of r on [s, a]; w = |A| softmax(beta) for each. Prints both w, their largest difference, the
-Spearman rank correlation of the two beta, where DirectLiNGAM put the reward in its causal order, and the seconds
-each took.
+newest transitions of a trained run's replay buffer (its last checkpoint), or with ``--synthetic`` a linear
+non-Gaussian case whose weights are known: s ~ U(-1, 1)^4, a ~ U(-1, 1)^3, r = 0.5 s_0 + a_0 - 0.5 a_1 + 0.1
+Laplace, so beta = (1, -0.5, 0) and w = 3 softmax(1, -0.5, 0) (DirectLiNGAM needs non-Gaussian noise to orient
+edges). Both estimators see X = [s, a, r], raw: DirectLiNGAM (pwling, adaptive-lasso adjacency B; beta_i = B[r,
+a_i], 0 where it orders a_i after r) and the ridge regression of r on [s, a]; w = |A| softmax(beta) for each. Prints
+both w, their largest difference, the Spearman rank correlation of the two beta, where DirectLiNGAM put the reward
+in its causal order, and the seconds each took.
 """
 from __future__ import annotations
 
@@ -61,6 +64,13 @@ def run_samples(run_dir: str, samples: int):
     return obs[valid], np.asarray(recent.action)[valid], np.asarray(recent.reward)[valid]
 
 
+def synthetic_samples(samples: int, seed: int):
+    rng = np.random.default_rng(seed)
+    obs, action = rng.uniform(-1, 1, (samples, 4)), rng.uniform(-1, 1, (samples, 3))
+    reward = 0.5 * obs[:, 0] + action[:, 0] - 0.5 * action[:, 1] + 0.1 * rng.laplace(size=samples)
+    return obs.astype(np.float32), action.astype(np.float32), reward.astype(np.float32)
+
+
 def weights(beta):
     e = np.exp(beta - np.max(beta))
     return len(beta) * e / e.sum()
@@ -72,6 +82,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run", default=None, help="a run directory: its replay's newest transitions instead")
+    parser.add_argument("--synthetic", action="store_true", help="the linear case with a known answer instead")
     args = parser.parse_args()
     try:
         from causallearn.search.FCMBased import lingam
@@ -82,8 +93,15 @@ def main() -> None:
 
     from experiments.plugins import ace
 
-    obs, action, reward = run_samples(args.run, args.samples) if args.run else \
-        random_samples(args.env, args.samples, args.seed)
+    if args.synthetic:
+        obs, action, reward = synthetic_samples(args.samples, args.seed)
+        source = "the synthetic linear case (known beta = [1, -0.5, 0])"
+    elif args.run:
+        obs, action, reward = run_samples(args.run, args.samples)
+        source = f"run {args.run}"
+    else:
+        obs, action, reward = random_samples(args.env, args.samples, args.seed)
+        source = f"{args.env}, uniform random actions, seed {args.seed}"
     n, obs_size, action_size = len(reward), obs.shape[1], action.shape[1]
     t0 = time.perf_counter()
     ridge = np.asarray(ace.causal_weights_from(jnp.asarray(obs), jnp.asarray(action), jnp.asarray(reward),
@@ -103,7 +121,6 @@ def main() -> None:
     lingam_w = weights(lingam_beta)
     order = list(model.causal_order_)
     after_reward = [i - obs_size for i in order[order.index(reward_index) + 1:] if obs_size <= i < reward_index]
-    source = f"run {args.run}" if args.run else f"{args.env}, uniform random actions, seed {args.seed}"
     print(f"{n} transitions from {source}; |S| = {obs_size}, |A| = {action_size}")
     print(f"DirectLiNGAM places the reward at position {order.index(reward_index) + 1} of {len(order)} in its causal "
           f"order; actions after it: {after_reward}")
@@ -112,7 +129,8 @@ def main() -> None:
     print(f"beta  ridge        {ridge_beta}")
     print(f"w     DirectLiNGAM {lingam_w}")
     print(f"w     ridge (jit)  {ridge}")
-    rho = spearmanr(lingam_beta, ridge_beta).statistic if action_size > 2 else float("nan")
+    distinct = action_size > 2 and np.ptp(lingam_beta) > 0 and np.ptp(ridge_beta) > 0
+    rho = spearmanr(lingam_beta, ridge_beta).statistic if distinct else float("nan")
     print(f"max |w difference| {np.max(np.abs(lingam_w - ridge)):.4f}; Spearman rank correlation of beta {rho:.3f}; "
           f"seconds: DirectLiNGAM {lingam_s:.1f}, ridge {ridge_s:.2f} (compile included)")
 

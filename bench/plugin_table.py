@@ -1,13 +1,13 @@
-"""Issue 33's comparison table: each paper plug-in against its base agent, from the sweeps' results.csv files.
+"""Issues 33 and 34's comparison table: each paper plug-in against its base agent, from the sweeps' results.csv files.
 
     python bench/plugin_table.py                 # the CSVs committed under bench/results/
     python bench/plugin_table.py --markdown      # the same as a README table
 
-Each pair ran through ``jaxrl sweep`` with the same env, env-step budget, seeds and loop (the sweep files beside
-the CSVs: ``bench/results/issue33_*.toml``, ``aql_swingup_*.toml``). Columns: the final and the best evaluation
-return (mean +- std over the 3 seeds, and the seeds' values), and the wall time per env step and member of the
-program that trained them all at once (compile excluded: ``run_s / env_steps / members``), with its ratio to the
-base's.
+Each pair ran through ``jaxrl sweep`` with the same env, env-step budget, seeds and loop (the sweep files beside the
+CSVs: ``bench/results/issue33_*.toml``, ``issue34_*.toml``, ``aql_swingup_*.toml``). Columns: the final and the best
+evaluation return (mean +- std over the 3 seeds, and the seeds' values), and the wall time per env step and member
+of the program that trained them all at once (compile excluded: ``run_s / env_steps / members``), with its ratio to
+the base's.
 """
 from __future__ import annotations
 
@@ -30,6 +30,9 @@ PAIRS = [
      "toy/Pendulum, 20k, 1 update / step"),
     ("DSAC-v1 (switches off)", "issue33_swingup_dsac_v1.csv", "DSAC-T", "issue33_swingup_dsac_t.csv",
      "dmc/CartpoleSwingup, 50k, 1/20 update / step"),
+    ("ACE", "issue34_finger_ace.csv", "SAC", "issue34_finger_sac.csv", "dmc/FingerSpin, 40k"),
+    ("Symphony (width 256)", "issue34_swingup_symphony.csv", "TD3", "issue33_swingup_td3.csv",
+     "dmc/CartpoleSwingup, 50k"),
 ]
 
 
@@ -65,14 +68,14 @@ def main() -> None:
     parser.add_argument("--markdown", action="store_true")
     args = parser.parse_args()
     header = ["plug-in", "base", "task, env steps", "final return", "best return", "ms / env step / member (ratio)"]
-    lines, shown = [], set()
+    lines, previous_base = [], None
     for name, plugin_csv, base_name, base_csv, task in PAIRS:
         plugin, base = read(plugin_csv), read(base_csv)
         if plugin is None or base is None:
             lines.append([name, base_name, task, "not measured", "", ""])
             continue
-        if base_csv not in shown:  # each base once, above its first plug-in
-            shown.add(base_csv)
+        if base_csv != previous_base:  # the base above its plug-ins
+            previous_base = base_csv
             lines.append([base_name, "", task, returns(base, "final_eval_return"),
                           returns(base, "best_eval_return"), f"{ms_per_step(base):.2f}"])
         for label, rows in groups(plugin).items():
