@@ -19,6 +19,11 @@ def repo_root():
     return os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def pytest_addoption(parser):
+    parser.addoption("--all-robots", action="store_true",
+                     help="also train the robots the default suite leaves out (G1: another humanoid like T1)")
+
+
 def pytest_collection_modifyitems(config, items):
     """Slow tests first, the learning runs (the longest, 1-5 min each) before the CLI subprocess runs:
     with two xdist workers the suite ends when its longest tests do, so they must not be the last ones handed
@@ -27,6 +32,11 @@ def pytest_collection_modifyitems(config, items):
     # with videos (four processes and a render).
     first = ("swings_up", "learns_to_balance", "balances_the", "a_robot_trains", "cli_contract", "records_videos")
     items.sort(key=lambda item: (item.get_closest_marker("slow") is None, not any(f in item.name for f in first)))
+    if not config.getoption("--all-robots"):
+        skip = pytest.mark.skip(reason="another humanoid like T1 (~2.5 min on 2 cores): pytest --all-robots trains it")
+        for item in items:
+            if item.get_closest_marker("all_robots"):
+                item.add_marker(skip)
 
 
 @pytest.fixture

@@ -2,7 +2,8 @@
 the actor on ``state`` and the critics on ``privileged_state``, for a few batched steps (policy actions -> env step
 -> buffer) and updates, through the engine's own phases. Learning on them is for an accelerator (a robot's MJX
 step compiles in ~40 s here and runs ~19 batched steps/s at 64 envs); these check that the program compiles and
-runs with finite values. Evaluation is left out: it would compile the robot's step a second time."""
+runs with finite values. Evaluation is left out: it would compile the robot's step a second time. G1, a humanoid
+through the same code as T1, trains only under ``pytest --all-robots`` (its compile is the suite's longest test)."""
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -24,7 +25,8 @@ RANDOMISED = {"locomotion/Go1JoystickFlatTerrain": dict(domain_randomization=Tru
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("task", ["locomotion/T1JoystickFlatTerrain", "locomotion/G1JoystickFlatTerrain",
+@pytest.mark.parametrize("task", ["locomotion/T1JoystickFlatTerrain",
+                                  pytest.param("locomotion/G1JoystickFlatTerrain", marks=pytest.mark.all_robots),
                                   "locomotion/Go1JoystickFlatTerrain", "manipulation/LeapCubeRotateZAxis"])
 def test_a_robot_trains_a_few_steps_with_the_critic_on_the_privileged_state(task):
     env = envs.make(task, LOOP.num_envs, **RANDOMISED.get(task, {}))
