@@ -185,6 +185,30 @@ def tanh_gaussian_act(actor: nn.Module, params, obs, key, deterministic: bool):
     return sample_tanh_gaussian(key, mean, log_std)[0]
 
 
+def orthogonal_init(scale: float = 1.0):
+    """``jax.nn.initializers.orthogonal``'s distribution without a LAPACK QR, for kernels re-initialised inside a
+    compiled program. The Q of a Gaussian matrix's QR with R's diagonal positive is Haar-distributed; classical
+    Gram-Schmidt, column by column and twice ("twice is enough" for float32 orthogonality), builds exactly that Q
+    from matrix products. Why not ``jnp.linalg.qr``: on XLA:CPU a QR vmapped inside a large program left it waiting
+    with every thread idle (ACE's soft reset over three sweep members on dmc/FingerSpin; ``jaxrl.loop.init_state``
+    describes the same hang at SimbaV2's init)."""
+
+    def init(key, shape, dtype=jnp.float32):
+        rows, cols = math.prod(shape[:-1]), shape[-1]
+        gaussian = jax.random.normal(key, (max(rows, cols), min(rows, cols)), dtype)
+
+        def column(j, q):
+            v = jax.lax.dynamic_index_in_dim(gaussian, j, axis=1, keepdims=False)
+            for _ in range(2):  # the columns not yet written are zero: they project nothing out
+                v = v - q @ (q.T @ v)
+            return jax.lax.dynamic_update_index_in_dim(q, v / jnp.linalg.norm(v), j, axis=1)
+
+        q = jax.lax.fori_loop(0, gaussian.shape[1], column, jnp.zeros_like(gaussian))
+        return scale * (q.T if rows < cols else q).reshape(shape)
+
+    return init
+
+
 def simnorm(x: jax.Array, group_size: int = 8) -> jax.Array:
     """Simplicial normalisation (TD-MPC2): softmax within consecutive groups of ``group_size`` features."""
     groups = x.reshape(x.shape[:-1] + (x.shape[-1] // group_size, group_size))

@@ -52,7 +52,8 @@ from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent, delay_fields
 from jaxrl.losses import polyak_update, td_target, with_target
-from jaxrl.networks import GaussianPolicyHead, reading, tanh_gaussian_act, tanh_gaussian_log_prob_per_dim
+from jaxrl.networks import (GaussianPolicyHead, orthogonal_init, reading, tanh_gaussian_act,
+                            tanh_gaussian_log_prob_per_dim)
 from jaxrl.optim import delayed_step, grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
 
@@ -190,10 +191,11 @@ def dormant_ratio(grads, threshold):
 
 
 def fresh_params(params, key):
-    """The code's re-initialisation of a reset: orthogonal kernels (each critic's own), zero biases, unit scales."""
+    """The code's re-initialisation of a reset: orthogonal kernels (each critic's own), zero biases, unit scales.
+    The kernels come from ``networks.orthogonal_init`` (Gram-Schmidt, no LAPACK QR inside the program)."""
     leaves, treedef = jax.tree_util.tree_flatten_with_path(params)
     keys = jax.random.split(key, len(leaves))
-    orthogonal = jax.nn.initializers.orthogonal()
+    orthogonal = orthogonal_init()
 
     def fresh(path, leaf, key):
         name = path[-1].key
