@@ -52,8 +52,13 @@ from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent, delay_fields
 from jaxrl.losses import polyak_update, td_target, with_target
-from jaxrl.networks import (GaussianPolicyHead, orthogonal_init, reading, tanh_gaussian_act,
-                            tanh_gaussian_log_prob_per_dim)
+from jaxrl.networks import (
+    GaussianPolicyHead,
+    orthogonal_init,
+    reading,
+    tanh_gaussian_act,
+    tanh_gaussian_log_prob_per_dim,
+)
 from jaxrl.optim import delayed_step, grad_norm_metrics, gradient_step
 from jaxrl.types import Batch, EnvSpec
 
