@@ -154,8 +154,8 @@ def test_the_reset_program_holds_no_lapack_call_and_its_kernels_are_haar_orthogo
         matrix = np.asarray(jax.jit(lambda k, shape=shape: init(k, shape))(KEY)).reshape(-1, shape[-1])
         gram = matrix.T @ matrix if matrix.shape[0] >= matrix.shape[1] else matrix @ matrix.T
         np.testing.assert_allclose(gram, np.eye(len(gram)), atol=1e-5)
-    # Haar on O(6): every entry has mean 0 and variance 1/6, the diagonal too (Gram-Schmidt without R's signs
-    # fixed, or a symmetric orthogonalisation, would bias it); 20k draws: standard error 0.003.
+    # Haar on O(6): every entry has mean 0 and variance 1/6, the diagonal too (a Householder QR whose R keeps its
+    # negative diagonal entries biases the diagonal); 20k draws: standard error 0.003.
     draws = np.asarray(jax.vmap(lambda k: init(k, (6, 6)))(jax.random.split(KEY, 20_000)))
     np.testing.assert_allclose(draws.mean(0), 0.0, atol=0.015)
     np.testing.assert_allclose(draws.var(0), 1 / 6, atol=0.01)

@@ -330,3 +330,16 @@ def test_the_comparison_sweep_files_plan_as_committed(cli, tmp_path, monkeypatch
         planned[name] = int(result.stdout.split(" member(s)")[0].split()[-1])
     assert len(planned) == 15 and planned["issue33_pendulum_dr_sac.toml"] == 6
     assert all(n == 3 for name, n in planned.items() if name != "issue33_pendulum_dr_sac.toml")
+
+
+def test_the_readmes_comparison_table_is_what_the_committed_csvs_print(repo_root):
+    """``python bench/plugin_table.py --markdown``, as the README says to type it, prints the README's table from the
+    committed results.csv files: a re-measured CSV or an edited row cannot drift apart from the other."""
+    import subprocess
+    import sys
+
+    printed = subprocess.run([sys.executable, "bench/plugin_table.py", "--markdown"], cwd=repo_root,
+                             capture_output=True, text=True, check=True).stdout
+    assert "not measured" not in printed and printed.count("\n") == 20, printed
+    with open(os.path.join(repo_root, "README.md")) as f:
+        assert printed in f.read()
