@@ -19,7 +19,7 @@ import re
 import sys
 from typing import Annotated
 
-USAGE = """usage: jaxrl {train,sweep,export,reproduce,plot,video,envs,agents,configs} ...
+USAGE = """usage: jaxrl {train,sweep,export,reproduce,plot,video,envs,agents,configs,info} ...
 
   jaxrl train [--agent sac] [--resume RUN_DIR] [flags]   train (jaxrl train --help lists every flag)
   jaxrl train --config NAME_OR_TOML [flags]              train from a paper config (jaxrl configs lists them)
@@ -37,6 +37,8 @@ USAGE = """usage: jaxrl {train,sweep,export,reproduce,plot,video,envs,agents,con
   jaxrl envs                                             list env names
   jaxrl agents                                           list agent names
   jaxrl configs                                          list named configs (experiments/configs/*.toml)
+  jaxrl info [--json]                                    this install's stack, checkout and machine (for bug
+                                                         reports; every run's config.json records the same)
 """
 
 
@@ -114,11 +116,15 @@ def _resolve_train(argv: list[str]):
     pre.add_argument("--agent", default=None)
     pre.add_argument("--resume", default=None)
     pre.add_argument("--config", default=None)
+    pre.add_argument("--same-stack", action="store_true")
     known, rest = pre.parse_known_args(argv)
     # --env picks the suite's loop defaults, which --help shows as defaults; tyro still parses it from ``rest``.
     env_flag = _Parser(prog="jaxrl train", add_help=False)
     env_flag.add_argument("--env", default=None)
     env = env_flag.parse_known_args(rest)[0].env
+    if known.same_stack and not known.resume:
+        raise ConfigError("--same-stack applies to --resume RUN_DIR only (it refuses a run recorded under another "
+                          "stack)")
     if known.resume and known.config:
         raise ConfigError("--config cannot be combined with --resume (a resumed run keeps its own config)")
     saved = rundir.load_saved(known.resume) if known.resume else None
@@ -176,10 +182,12 @@ def _other_agent_hint(flags: list[str], name: str) -> str:
 def _train_description(name: str) -> str:
     return (f"Train {name}. Agent flags: --{flag_prefix(name).replace('_', '-')}.*; --agent NAME picks another "
             "agent, --resume RUN_DIR continues a run (numeric agent fields and --steps may change there; fields the "
-            "checkpoint fixes may not). Exit codes: 0 done (or already finished), 2 bad input (out of memory "
-            "included), 3 non-finite loss, 4 a write failed (disk full or read-only), 128+N stopped by signal N "
-            "(SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2: with a checkpoint, or before the run wrote "
-            "anything). Without --config, a suite's loop defaults apply under the agent's and the flags: "
+            "checkpoint fixes may not; a run recorded under other package versions, another commit or machine "
+            "continues with a note naming what differs, --same-stack refuses it instead). Exit codes: 0 done (or "
+            "already finished), 2 bad input (out of memory included), 3 non-finite loss, 4 a write failed (disk "
+            "full or read-only), 128+N stopped by signal N (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2: "
+            "with a checkpoint, or before the run wrote anything). Without --config, a suite's loop defaults apply "
+            "under the agent's and the flags: "
             f"{_suite_defaults_text()}; the defaults shown are those of --env's suite.")
 
 
@@ -213,7 +221,7 @@ def _train(argv: list[str]) -> int:
             run = dataclasses.replace(run, run_dir=rundir.default_run_dir(name, run.env))
             created.insert(0, os.path.abspath(run.run_dir))
         summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members,
-                           pbt=base.pbt)
+                           pbt=base.pbt, same_stack=known.same_stack)
     except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
         rundir.remove_if_empty(created)
         return _failure(e)
@@ -413,6 +421,20 @@ def _plot_populations(dirs: list[str], out: str) -> int:
     return 0
 
 
+def _info(argv: list[str]) -> int:
+    import json
+
+    from jaxrl import provenance
+
+    parser = _Parser(prog="jaxrl info", description="The stack, checkout, machine and numerics settings of this "
+                     "install: what every run records in its config.json (environment). Paste it into bug reports.")
+    parser.add_argument("--json", action="store_true", help="the block as JSON")
+    args = parser.parse_args(argv)
+    block = provenance.environment()
+    print(json.dumps(block, indent=2) if args.json else provenance.format_block(block))
+    return 0
+
+
 # Commands that hold a run: a stop signal waits for a point where stopping loses nothing (experiments/signals.py).
 RUN_COMMANDS = ("train", "sweep", "reproduce")
 
@@ -479,13 +501,15 @@ def _dispatch(argv: list[str]) -> int:
 
         print("\n".join(list_agents()))
         return 0
+    if command == "info":
+        return _info(rest)
     if command == "configs":
         from experiments import configs
 
         print("\n".join(configs.list_configs()))
         return 0
     return _error(f"unknown command {command!r}; valid: train, sweep, export, reproduce, plot, video, "
-                  "envs, agents, configs")
+                  "envs, agents, configs, info")
 
 
 def entry() -> int:

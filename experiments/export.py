@@ -104,6 +104,8 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
         "agent": saved["agent"], "env_revision": envs.env_revision(run.env), "run": rundir.config_to_dict(run),
         "loop": rundir.config_to_dict(loop), "agent_config": rundir.config_to_dict(cfg),
         "resolved": saved.get("resolved", {}),
+        # The origin's stack stays the run's (jaxrl.provenance): the exported state is what it trained.
+        **{key: saved[key] for key in ("environment", "resumed_under") if key in saved},
         "exported_from": {"run_dir": os.path.abspath(run_dir), "member": member, "env_steps": step, **population}})
     checkpoint.save(checkpoint.manager(os.path.join(out_dir, "checkpoints"), run.keep_checkpoints), step,
                     take_member(state, member))

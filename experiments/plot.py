@@ -253,9 +253,34 @@ def plot_runs(paths: list[str], out: str, metric: str = "eval/return", by: str |
     curves = [curve(label, ms) for label, ms in group_members(members_by_input, by).items()]
     if not any(c.members for c in curves):
         raise ConfigError(f"no {metric!r} values to plot in {', '.join(paths)}")
+    _note_other_stacks([m for _, ms in members_by_input for m in ms])
     envs = sorted({m.config["env"] for _, ms in members_by_input for m in ms})
     title = ", ".join(envs) if len(envs) <= 3 else f"{len(envs)} envs"
     return draw(curves, out, metric, X_AXES[x_axis], title), curves
+
+
+def _note_other_stacks(members: list[Member]) -> None:
+    """One line per plotted input that trained under another stack than the first one (``jaxrl.provenance``):
+    a difference between curves may then be the stack's, not the configs'."""
+    from jaxrl import provenance
+
+    first = members[0]
+    said = set()
+    for m in members[1:]:
+        ours, theirs = first.config.get("environment"), m.config.get("environment")
+        if ours is None and theirs is None:
+            continue
+        differs = (provenance.differences(ours, theirs) if theirs is not None
+                   else ["no environment recorded (made before jaxrl recorded one)"])
+        if differs and _where(m) not in said:
+            said.add(_where(m))
+            print(f"jaxrl: {_where(m)} trained under another stack than {_where(first)}: {'; '.join(differs)}",
+                  flush=True)
+
+
+def _where(member: Member) -> str:
+    """A member's own directory: a sweep member's under OUT/members, else its run directory."""
+    return os.path.join(member.source, "members", member.config["id"]) if "group" in member.config else member.source
 
 
 # ------------------------------------------------------------------------------------------- PBT populations

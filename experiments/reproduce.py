@@ -186,7 +186,7 @@ def not_comparable(task: str, targets: dict[str, list[dict[str, Any]]], algorith
 def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
     """report.md (+ report.json and PNGs) from the runs under ``out_dir``; returns the report's path."""
     targets = load_targets(targets_path, plan.algorithm)
-    tasks, rows, per_task = [], [], {}
+    tasks, rows, per_task, environments = [], [], {}, {}
     for task in plan.tasks:
         run_dir = os.path.join(out_dir, "runs", task.replace("/", "-"))
         if not os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
@@ -198,6 +198,7 @@ def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
         # The env the run trained, by today's name: a run saved before its task followed dm_control is Playground's.
         saved = os.path.exists(os.path.join(run_dir, "config.json"))
         trained = rundir.load_saved(run_dir)["run"]["env"] if saved else task
+        environments[task] = rundir.load_saved(run_dir).get("environment") if saved else None
         reason = not_comparable(trained, targets, plan.algorithm)
         # A task that is not comparable is never set beside a published number: no column, no point on its curve.
         published = targets.get(dmc_task_name(task) or task, []) if reason is None else []
@@ -219,10 +220,10 @@ def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
     aggregate = _aggregate(plan, per_task, out_dir)
     path = os.path.join(out_dir, "report.md")
     with open(path, "w") as f:
-        f.write(_markdown(plan, rows, aggregate, tasks, targets_path))
+        f.write(_markdown(plan, rows, aggregate, tasks, targets_path) + _environment_section(environments))
     with open(os.path.join(out_dir, "report.json"), "w") as f:
-        json.dump({"config": plan.config_name, "algorithm": plan.algorithm, "rows": rows, "aggregate": aggregate},
-                  f, indent=2)
+        json.dump({"config": plan.config_name, "algorithm": plan.algorithm, "rows": rows, "aggregate": aggregate,
+                   "environments": environments}, f, indent=2)
     return path
 
 
@@ -345,6 +346,21 @@ def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
         lines += ["", "![aggregate](aggregate.png)", ""]
     lines += ["## Learning curves", ""]
     lines += [f"![{t}](curve_{t.replace('/', '-')}.png)" for t in tasks]
+    return "\n".join(lines) + "\n"
+
+
+def _environment_section(environments: dict[str, dict | None]) -> str:
+    """What produced the runs (``jaxrl.provenance``): one block when every task's run shares it, else a line per
+    task and what differs."""
+    from jaxrl import provenance
+
+    blocks = list(environments.values())
+    lines = ["", "## Environment", ""]
+    if all(b is not None and not provenance.differences(blocks[0], b) for b in blocks):
+        lines += ["Every run trained under:", "", "```", provenance.format_block(blocks[0]), "```"]
+    else:
+        lines += ["The runs did not all train under one stack (their config.json, `environment`):", ""]
+        lines += [f"- {task}: {provenance.summary_line(block)}" for task, block in environments.items()]
     return "\n".join(lines) + "\n"
 
 

@@ -64,9 +64,8 @@ import math
 import os
 import random as random_lib
 import sys
-from typing import Any
-
 import tomllib
+from typing import Any
 
 from experiments import launch
 from jaxrl import ConfigError
@@ -563,11 +562,13 @@ def run_program(out_dir: str, member_ids: list[str], quiet: bool = True) -> list
 def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> None:
     """Split the program's per-member metric columns into each member's own ``metrics.csv``, and write its
     ``config.json``; ``summary.json`` last (it marks the member finished)."""
+    from experiments import rundir
     from jaxrl import pbt as pbt_lib
     from jaxrl.files import csv_text, write_json, write_text_atomic
     from jaxrl.logging import member_row, read_rows
 
     history = read_rows(os.path.join(group.run.run_dir, "metrics.jsonl"))
+    environment = rundir.load_saved(group.run.run_dir).get("environment")
     if group.pbt is not None:
         initial = [{e.field: getattr(m.agent_cfg, e.field) for e in group.pbt.explore} for m in group.members]
     for k, member in enumerate(group.members):
@@ -576,7 +577,7 @@ def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> No
         os.makedirs(where, exist_ok=True)
         config = {**definitions[member.id], "id": member.id, "group": group.name,
                   "group_dir": os.path.join("groups", group.name), "member_in_group": k,
-                  "group_members": len(group.members)}
+                  "group_members": len(group.members), **({"environment": environment} if environment else {})}
         if group.pbt is not None:  # the explored values the networks ending in this member trained with
             config["pbt_schedule"] = pbt_lib.schedule(history, k, group.pbt, initial, summary["env_steps"])
         write_json(os.path.join(where, "config.json"), config)
@@ -621,7 +622,16 @@ def result_row(out_dir: str, index: int, mid: str, swept) -> dict[str, Any]:
             "run_s": summary["run_s"], "group_members": config["group_members"],
             # A PBT member's explored values at the end (its initial ones are the swept columns).
             **{f"final_{name.partition('/')[2]}": float(value) for name, value in (metrics[-1] if metrics else {})
-               .items() if config.get("pbt") is not None and name.startswith("hparams/")}}
+               .items() if config.get("pbt") is not None and name.startswith("hparams/")},
+            # What produced the row (jaxrl.provenance): the commit, "+uncommitted" where the tree had edits.
+            "commit": _commit(config.get("environment"))}
+
+
+def _commit(environment: dict[str, Any] | None) -> str:
+    git = (environment or {}).get("git") or {}
+    if not git.get("commit"):
+        return "" if environment is None else "none"
+    return git["commit"][:12] + ("+uncommitted" if git.get("uncommitted") else "")
 
 
 def collect(out_dir: str) -> list[dict[str, Any]]:

@@ -179,6 +179,7 @@ class _Prepared(NamedTuple):
     run_chunk: Any = None  # the compiled chunk (None for a resumed run that has done its steps)
     compile_s: float = 0.0
     prepare_s: float = 0.0  # wall time of the checks, tracing and compilation before the run held its directory
+    environment: dict | None = None  # jaxrl.provenance.environment() of this process
 
     @property
     def target_steps(self) -> int:
@@ -202,7 +203,7 @@ class _Prepared(NamedTuple):
 
 
 def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = False, quiet: bool = False,
-          members: list[tuple[int, Any]] | None = None, pbt=None):
+          members: list[tuple[int, Any]] | None = None, pbt=None, same_stack: bool = False):
     """Train and write the run directory; returns (summary dict, final state). Raises ConfigError on bad input
     (before anything is written; ``OutOfMemory`` too), NonFiniteError, WriteError (disk full / read-only),
     ``signals.Stopped`` (a stop signal before the run wrote anything), Interrupted (a stop signal later: after a
@@ -212,12 +213,14 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
     ``agent_cfg``'s static fields. Default: ``run.seeds`` members with seeds ``run.seed + k`` and ``agent_cfg``.
     ``resume``: continue ``run.run_dir`` from its newest intact checkpoint; fields of the request that differ
     from its ``config.json`` follow ``rundir.resume_request``. ``pbt``: the members form a population
-    (``jaxrl.pbt.PBTConfig``; a sweep's ``[pbt]`` table), recorded in ``config.json``.
+    (``jaxrl.pbt.PBTConfig``; a sweep's ``[pbt]`` table), recorded in ``config.json``. A resumed run recorded under
+    another stack (``jaxrl.provenance.differences``) continues with a note naming what differs; ``same_stack``
+    refuses it instead (ConfigError).
     """
     with signals.REQUESTS.listening() as stop:
         t0 = time.perf_counter()
         try:
-            prepared = _prepare(agent, run, loop, agent_cfg, resume, members, pbt)
+            prepared = _prepare(agent, run, loop, agent_cfg, resume, members, pbt, same_stack)
             prepared = prepared._replace(prepare_s=time.perf_counter() - t0)
             stop.check()  # the last moment at which a stop leaves nothing behind
         except signals.Stopped:
@@ -244,11 +247,13 @@ def recorded_agent(agent) -> str:
     return spec or agent.name
 
 
-def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, members, pbt) -> _Prepared:
+def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, members, pbt,
+             same_stack: bool = False) -> _Prepared:
     """Every check that can fail before a file is written (configs, run directory, memory, disk), then the
     program, compiled (its memory checked against the device's)."""
     from jaxrl import buffer as buffer_lib
     from jaxrl import pbt as pbt_lib
+    from jaxrl import provenance
     from jaxrl.loop import traced_fields
 
     run, members, custom_members = _members(run, agent_cfg, members)
@@ -273,6 +278,9 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     else:
         rundir.check_new(run_dir, run.overwrite)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
+    environment = provenance.environment()
+    if resume:
+        _check_stack(saved, environment, run_dir, same_stack)
     env, eval_env = make_envs(run, loop)
     if run.video_every:
         from jaxrl.video import check_can_record
@@ -291,7 +299,8 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
     # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.
     prepared = _Prepared(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,
-                         max(1, math.ceil(loop.steps / trainer.schedule.chunk_env_steps)), jax.process_index() == 0)
+                         max(1, math.ceil(loop.steps / trainer.schedule.chunk_env_steps)), jax.process_index() == 0,
+                         environment=environment)
     ckpt_bytes = _check_memory(eval_env, run.seeds, lambda: prepared._replace(mesh=None).init())
     done = _check_resume(prepared, trainer.program.spec) if resume else None  # with the parts the networks read
     rundir.check_disk(run_dir, ckpt_bytes, "one checkpoint of this run's state")
@@ -309,6 +318,29 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     prepared = prepared._replace(run_chunk=run_chunk, compile_s=time.perf_counter() - t0)
     _check_program_memory(run_chunk)
     return prepared
+
+
+def trained_under(saved: dict) -> dict | None:
+    """The environment block a saved run last trained under: its newest ``resumed_under`` entry, else the block
+    it started with (None for a run made before runs recorded one)."""
+    resumed = saved.get("resumed_under") or []
+    return resumed[-1]["environment"] if resumed else saved.get("environment")
+
+
+def _check_stack(saved: dict, environment: dict, run_dir: str, same_stack: bool) -> None:
+    """A resume under another stack than the run last trained under: a note naming what differs, or with
+    ``same_stack`` a one-line refusal (before anything is compiled or written)."""
+    from jaxrl import provenance
+
+    differs = provenance.differences(trained_under(saved), environment)
+    if not differs:
+        return
+    if same_stack:
+        raise ConfigError(f"--same-stack: {run_dir} trained under another stack ({'; '.join(differs)}); resume it "
+                          "without --same-stack to continue anyway (not bitwise), or with the versions it recorded "
+                          "(its config.json, environment)")
+    rundir.note(f"{run_dir} trained under another stack ({'; '.join(differs)}): it continues, but not bitwise as it "
+                "would have (--same-stack refuses instead)")
 
 
 def _check_resume(prepared: _Prepared, spec) -> int:
@@ -479,16 +511,23 @@ def _start_or_restore(prepared: _Prepared):
 
 
 def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
-    """Write config.json (process 0): the resolved configs, the members of a sweep group, and every change a
-    resume applied with the env step it applied from. Returns those changes."""
+    """Write config.json (process 0): the resolved configs, the members of a sweep group, every change a resume
+    applied with the env step it applied from, and the stack (``environment``; ``resumed_under``: each resume under
+    another one, from its env step). Returns the changes."""
     import envs
     from jaxrl import pbt as pbt_lib
+    from jaxrl import provenance
 
     saved, request, run, trainer, mesh = prepared.saved, prepared.request, prepared.run, prepared.trainer, prepared.mesh
     changes = list(saved.get("changes", [])) if saved is not None else []
     if request is not None and request.changes:
         changes.append({"env_step": resume_step,
                         "fields": {name: [old, new] for name, (old, new) in request.changes.items()}})
+    # The stack the run started under stays its ``environment``; each resume under another one is appended.
+    environment = prepared.environment if saved is None else saved.get("environment")
+    resumed_under = list(saved.get("resumed_under", [])) if saved is not None else []
+    if saved is not None and provenance.differences(trained_under(saved), prepared.environment):
+        resumed_under.append({"env_step": resume_step, "environment": prepared.environment})
     if prepared.primary:
         members = [{"seed": seed, "agent_config": config_to_dict(cfg)} for seed, cfg in prepared.members]
         _write_or_fail(os.path.join(run.run_dir, "config.json"), {
@@ -498,6 +537,8 @@ def _write_config(prepared: _Prepared, resume_step: int | None) -> list[dict]:
             **({"members": members} if prepared.custom_members else {}),
             **({"pbt": pbt_lib.as_table(trainer.program.pbt)} if trainer.program.pbt is not None else {}),
             **({"changes": changes} if changes else {}),
+            **({"environment": environment} if environment is not None else {}),
+            **({"resumed_under": resumed_under} if resumed_under else {}),
             "resolved": {"chunk_env_steps": trainer.schedule.chunk_env_steps, "chunks": prepared.total_chunks,
                          "env_steps": prepared.target_steps, "devices": 1 if mesh is None else mesh.devices.size,
                          **trainer.schedule._asdict()}})

@@ -120,6 +120,12 @@ def test_report_puts_our_seeds_next_to_the_published_point(tmp_path):
     assert f"| toy/Pendulum | 400 | {ours.mean():.0f} ± {ours.std(ddof=1):.0f} (2) | -1000 ± 100 (5) |" in text
     for png in ("aggregate.png", "curve_toy-Pendulum.png"):
         assert os.path.getsize(os.path.join(out, png)) > 1000 and f"]({png})" in text
+    # What produced it: the run's recorded stack, printed whole.
+    from jaxrl import provenance
+
+    block = json.load(open(os.path.join(out, "runs", "toy-Pendulum", "config.json")))["environment"]
+    assert report["environments"] == {"toy/Pendulum": block}
+    assert f"## Environment\n\nEvery run trained under:\n\n```\n{provenance.format_block(block)}\n```" in text
     # A rerun reuses the finished run and rewrites the same report.
     assert reproduce.reproduce(str(tmp_path / "tiny.toml"), out, quiet=True,
                                targets_path=str(tmp_path / "targets.csv")) == path
@@ -213,3 +219,4 @@ def test_a_plugin_trains_under_a_protocol_and_is_reported_beside_its_agents_publ
     assert "# Reproduction report: `sac_dmc` (redq)" in text and "--agent experiments.examples.redq:AGENT`" in text
     assert "**Agent**: `experiments.examples.redq:AGENT` trained under this protocol" in text
     assert "| dmc/CheetahRun | 100,000 | 300 ± 71 (2) | 300 ± 50 (3) | 0.00 |" in text
+    assert "- dmc/CheetahRun: no environment recorded" in text  # fabricated: no config.json

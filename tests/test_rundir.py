@@ -158,13 +158,61 @@ def test_resuming_a_finished_run_says_so_and_changes_nothing(finished, tmp_path,
     assert snapshot(run_dir) == before
 
 
+def with_environment(run_dir, change):
+    """Edit the stack a saved run recorded: ``change(block)`` returns the new block (None: remove it)."""
+    path = os.path.join(run_dir, "config.json")
+    config = json.load(open(path))
+    block = change(config.get("environment"))
+    config.pop("environment", None)
+    files.write_json(path, {**config, **({"environment": block} if block is not None else {})})
+
+
+def older_jax(block):
+    return {**block, "packages": {**block["packages"], "jax": "0.0.1"}}
+
+
+def test_a_run_records_its_stack_and_a_resume_under_another_says_so_or_refuses(finished, tmp_path, cli, repo_root):
+    from jaxrl import provenance
+
+    block = json.load(open(os.path.join(finished, "config.json")))["environment"]
+    assert block["packages"] == provenance.package_versions() and block["lock"]["differs"] == {}
+    head = subprocess.run(["git", "-C", repo_root, "rev-parse", "HEAD"], capture_output=True, text=True).stdout
+    assert block["git"]["commit"] == head.strip() and block["devices"] == {"backend": "cpu", "kind": "cpu",
+                                                                           "count": 1, "processes": 1}
+    assert block["python"] and block["cpu"]["model"] and "XLA_FLAGS" in provenance.NUMERICS_VARIABLES
+    run_dir = copy_of(finished, tmp_path)
+    with_environment(run_dir, older_jax)
+    before = snapshot(run_dir)
+    result = cli("train", "--resume", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert (f"{run_dir} trained under another stack (jax 0.0.1 -> {block['packages']['jax']}): it continues, but "
+            "not bitwise") in result.stderr
+    assert_one_line_error(cli("train", "--resume", run_dir, "--same-stack"), "--same-stack",
+                          f"jax 0.0.1 -> {block['packages']['jax']}")
+    assert snapshot(run_dir) == before
+    # A run made before runs recorded their stack: nothing to compare, said in one line; --same-stack refuses.
+    with_environment(run_dir, lambda _: None)
+    before = snapshot(run_dir)
+    result = cli("train", "--resume", run_dir)
+    assert result.returncode == 0 and "no environment recorded" in result.stderr, result.stderr
+    assert_one_line_error(cli("train", "--resume", run_dir, "--same-stack"), "no environment recorded")
+    assert snapshot(run_dir) == before
+    assert_one_line_error(cli("train", *RUN, "--same-stack"), "--same-stack applies to --resume")
+
+
 @pytest.mark.slow
 def test_a_changed_learning_rate_applies_from_the_resumed_step_and_is_recorded(finished, tmp_path):
     run_dir = copy_of(finished, tmp_path)
     assert_one_line_error(jaxrl("train", "--resume", run_dir, "--sac.critic-lr", "-1"), "critic_lr", "-1")
+    with_environment(run_dir, older_jax)  # and continued under another stack than it started with
     result = jaxrl("train", "--resume", run_dir, "--steps", "600", "--sac.critic-lr", "1e-4")
     assert result.returncode == 0, result.stderr
+    assert "trained under another stack (jax 0.0.1 -> " in result.stderr
     config = json.load(open(os.path.join(run_dir, "config.json")))
+    # The stack it started under stays; the resume's is recorded from the env step it applied.
+    (resumed,) = config["resumed_under"]
+    assert config["environment"]["packages"]["jax"] == "0.0.1" and resumed["env_step"] == 400
+    assert resumed["environment"]["packages"]["jax"] == jax.__version__
     assert config["agent_config"]["critic_lr"] == 1e-4
     assert config["changes"] == [{"env_step": 400, "fields": {"agent_config.critic_lr": [3e-4, 1e-4],
                                                                "loop.steps": [400, 600]}}]
@@ -176,7 +224,10 @@ def test_a_changed_learning_rate_applies_from_the_resumed_step_and_is_recorded(f
     again = jaxrl("train", "--resume", run_dir, "--steps", "800")
     assert again.returncode == 0, again.stderr
     assert rows(run_dir)[-1]["hparams/critic_lr"] == pytest.approx(1e-4)
-    assert len(json.load(open(os.path.join(run_dir, "config.json")))["changes"]) == 2  # the second: steps only
+    config = json.load(open(os.path.join(run_dir, "config.json")))
+    assert len(config["changes"]) == 2  # the second: steps only
+    # Under the stack it last trained under: no note, nothing appended.
+    assert "another stack" not in again.stderr and len(config["resumed_under"]) == 1
 
 
 @pytest.mark.slow

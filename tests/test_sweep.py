@@ -2,6 +2,7 @@
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -347,7 +348,12 @@ def test_sweep_command_writes_one_row_per_member_and_exports_a_resumable_member(
     group_dir = os.path.join(out, "groups", table[0]["group"])
     summary = json.load(open(os.path.join(group_dir, "summary.json")))
     assert sorted(m["seed"] for m in summary["members"]) == [0, 0, 1, 1] and summary["run_s"] > 0
-    for r in table:  # each row names the program member that produced it
+    program_stack = json.load(open(os.path.join(group_dir, "config.json")))["environment"]
+    commit = program_stack["git"]["commit"][:12] + ("+uncommitted" if program_stack["git"]["uncommitted"] else "")
+    for r in table:  # each row names the program member that produced it, and the commit
+        assert r["commit"] == commit
+        member_config = json.load(open(os.path.join(out, "members", r["member_id"], "config.json")))
+        assert member_config["environment"] == program_stack
         produced = summary["members"][int(r["member_in_group"])]
         assert produced["seed"] == int(r["seed"]) and produced["agent_config"]["actor_lr"] == float(r["actor_lr"])
     # One W&B run per program, grouped under the sweep's name, its config holding every member's values.
@@ -370,6 +376,7 @@ def test_sweep_command_writes_one_row_per_member_and_exports_a_resumable_member(
     assert jaxrl("export", group_dir, "--member", str(k), "--out", exported).returncode == 0
     config = json.load(open(os.path.join(exported, "config.json")))
     assert config["run"]["seed"] == 1 and config["run"]["seeds"] == 1 and "members" not in config
+    assert config["environment"] == program_stack  # the stack that trained it, not the exporting one
     assert config["agent_config"]["actor_lr"] == pytest.approx(1e-3)
     from experiments.export import load_policy, restore_run
 
@@ -623,6 +630,19 @@ def test_plot_draws_a_sweeps_members_grouped_by_a_field_with_a_bootstrap_band(re
         assert result.returncode == 2 and fragment in result.stderr, result.stderr
     assert cli("plot", str(tmp_path)).returncode == 2
     assert not os.path.exists(tmp_path / "bad.png")
+    # A member trained under another stack: the plot says which, and what differs (all of one stack: nothing).
+    assert "another stack" not in result.stdout
+    copied = str(tmp_path / "copied")
+    shutil.copytree(out, copied)
+    path = os.path.join(copied, "members", table[1]["member_id"], "config.json")
+    config = json.load(open(path))
+    config["environment"]["packages"]["jax"] = "0.0.1"
+    json.dump(config, open(path, "w"))
+    result = cli("plot", copied, "--out", str(tmp_path / "stacks.png"))
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if "another stack" in line]
+    assert line.startswith(f"jaxrl: {os.path.dirname(path)} trained under another stack than {copied}/members/")
+    assert line.endswith(f": jax {jax.__version__} -> 0.0.1")
 
 
 def test_plot_joins_the_wall_clock_of_a_resumed_run():

@@ -13,11 +13,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import tomllib
 import types
 import typing
 from typing import Any
-
-import tomllib
 
 from jaxrl import ConfigError
 
