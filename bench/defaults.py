@@ -16,7 +16,8 @@ per update on a 2-core CPU). DSAC-T keeps its official schedule (``Agent.loop_de
 
 Prints one JSON line per (agent, task): final and best deterministic eval return per seed (10 eval episodes,
 every steps / 10 env steps), the fraction of seeds whose final return reaches the task's ``THRESHOLD``, wall
-and compile seconds.
+and compile seconds, and ``provenance`` (``jaxrl.provenance.stamp``: the command, date, commit and environment
+block; lines measured before it existed have none).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ TASKS = ("toy/Pendulum", "brax/inverted_pendulum", "brax/inverted_double_pendulu
 THRESHOLD = {"toy/Pendulum": -400.0, "brax/inverted_pendulum": 900.0, "brax/inverted_double_pendulum": 8000.0,
              "dmc/CartpoleBalance": 900.0, "dmc/PendulumSwingup": 600.0, "dmc/CartpoleSwingup": 600.0}
 AGENTS = ("sac", "td3", "dsac_t", "tqc", "simbav2", "tdmpc2")
+HEADERS = {"brax": "Brax's SAC"}  # a label's column header in --table
 REDUCED = {
     "tqc": {"critic_hidden_sizes": (256, 256), "num_critics": 2},
     "simbav2": {"critic_hidden_dim": 128},
@@ -154,7 +156,8 @@ def table(paths: list[str]) -> str:
             r = json.loads(line)
             results[(r["agent"], r["task"], r["label"])] = r
     labels = list(dict.fromkeys(label for _, _, label in results))
-    rows = ["| agent | task | threshold | " + " | ".join(labels) + " |", "|---|---|---|" + "---|" * len(labels)]
+    header = " | ".join(HEADERS.get(label, label) for label in labels)
+    rows = [f"| agent | task | threshold | {header} |", "|---|---|---|" + "---|" * len(labels)]
     order = {name: i for i, name in enumerate(AGENTS + ("brax_sac",))}
     for agent, task in sorted({(a, t) for a, t, _ in results}, key=lambda at: (order.get(at[0], 99),
                                                                                   TASKS.index(at[1]))):
@@ -189,6 +192,9 @@ def main() -> None:
         print(table(args.table))
         return
     overrides = [parse_override(item) for item in args.override]
+    from jaxrl import provenance
+
+    stamp = provenance.stamp()  # every line says what measured it: command, date, commit, environment
     for agent_name in ["brax_sac"] if args.brax_sac else args.agents:
         for task in args.tasks:
             if agent_name == "brax_sac":
@@ -200,7 +206,7 @@ def main() -> None:
                 result = {"label": args.label, "overrides": args.override,
                           **run_one(agent_name, task, args.steps, args.num_envs, args.seeds, overrides,
                                    not args.without_suite_defaults)}
-            line = json.dumps(result)
+            line = json.dumps({**result, "provenance": stamp})
             print(line, flush=True)
             if args.out:
                 os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)

@@ -2,6 +2,7 @@
 
     python bench/pbt_vs_grid.py --out /tmp/sweeps/issue35                  # 3 repeats (seeds 0, 1, 2) of each
     python bench/pbt_vs_grid.py --out /tmp/sweeps/issue35 --table-only     # the table from finished sweeps
+    python bench/pbt_vs_grid.py --markdown     # the README's table from the committed CSV alone
 
 The grid is ``bench/results/issue35_pendulum_grid.toml`` (8 SAC members on toy/Pendulum); PBT is the same file
 with a ``[pbt]`` table (``issue35_pendulum_pbt.toml``), so its initial population is the grid. One repeat of the
@@ -82,13 +83,37 @@ def row_for(method: str, seed: int, out: str) -> dict:
     return row
 
 
+def markdown(path: str = os.path.join(RESULTS, "issue35_pbt_vs_grid.csv")) -> str:
+    """The README's table of the committed CSV: per method, mean ± std over the repeats (and each repeat's value)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+
+    def stat(rows, name, each=True, unit=""):
+        values = np.array([float(r[name]) for r in rows])
+        text = f"{values.mean():.0f} ± {values.std():.0f}{unit}"
+        return text + (f" ({' / '.join(f'{v:.0f}' for v in values)})" if each else "")
+
+    lines = ["| | best member's final return | median member's final return | best evaluation | run time (compile "
+             "apart) |", "|---|---|---|---|---|"]
+    for method in dict.fromkeys(r["method"] for r in rows):
+        mine = [r for r in rows if r["method"] == method]
+        lines.append(f"| {'PBT' if method == 'pbt' else method} | {stat(mine, 'best_final')} | "
+                     f"{stat(mine, 'median_final')} | {stat(mine, 'best_ever', each=False)} | "
+                     f"{stat(mine, 'run_s', unit=' s')} |")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="/tmp/sweeps/issue35")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=["grid", "pbt"])
     parser.add_argument("--table-only", action="store_true")
+    parser.add_argument("--markdown", action="store_true", help="print the README's table from the committed CSV")
     args = parser.parse_args()
+    if args.markdown:
+        print(markdown())
+        return 0
     sys.path.insert(0, ROOT)
     from experiments import sweep as sweep_lib
 

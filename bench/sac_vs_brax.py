@@ -3,11 +3,14 @@
     python bench/sac_vs_brax.py                                  # both envs, num_envs 1, 16, 128
     python bench/sac_vs_brax.py --envs dmc/CartpoleSwingup --num-envs 16 --updates 3000
     python bench/sac_vs_brax.py --time-to-score 800              # wall time to an eval return, compile included
+    python bench/sac_vs_brax.py --out bench/results/sac_vs_brax.jsonl   # also append the lines (with provenance)
+    python bench/sac_vs_brax.py --table bench/results/sac_vs_brax.jsonl # the README's table from such a file
 
 Prints one JSON line per (env, num_envs): steady-state training env steps/s of each (compile and
 evaluation excluded, as Brax's training/sps), compile seconds, the ratio; for ours also the loop overhead (a
 training chunk against the same env steps alone plus the same updates alone) and the update's achieved GFLOP/s
-next to a dense matmul measured in the same run.
+next to a dense matmul measured in the same run. With ``--out`` each line also carries ``provenance``
+(``jaxrl.provenance.stamp``: the command, date, commit and environment block).
 Settings on both sides: batch 256, 2x256 ReLU networks, 1 gradient update per env step, gamma 0.99, lr 3e-4.
 """
 from __future__ import annotations
@@ -200,6 +203,19 @@ def time_to_score(env_name: str, score: float, num_envs: int, max_steps: int, ex
             "total_wall_s": time.perf_counter() - t0, "final_eval_return": summary["final_eval_return"]}
 
 
+def table(path: str) -> str:
+    """The README's table of a results file: per (env, num_envs), both sides' steady env steps/s and compile."""
+    rows = [json.loads(line) for line in open(path)]
+    lines = ["| env | num_envs | ours env steps/s | Brax's env steps/s | ratio | ours compile s | Brax's compile s | "
+             "compile ratio |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r.get("agent", "sac") == "sac" and "ratio" in r:
+            lines.append(f"| `{r['env']}` | {r['num_envs']} | {r['ours_env_steps_per_s']:.0f} | "
+                         f"{r['brax_env_steps_per_s']:.0f} | {r['ratio']:.2f}x | {r['ours_compile_s']:.1f} | "
+                         f"{r['brax_compile_s']:.1f} | {r['compile_ratio']:.2f}x |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--envs", nargs="+", default=["dmc/CartpoleSwingup", "brax/halfcheetah"])
@@ -210,12 +226,28 @@ def main():
                         help="our agents to time; Brax's SAC is the peer of 'sac' only")
     parser.add_argument("--time-to-score", type=float, default=None)
     parser.add_argument("--max-steps", type=int, default=150_000)
+    parser.add_argument("--out", default=None, help="also append the JSON lines (with provenance) to this file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the README's table of a results file")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags for jaxrl train (time-to-score)")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    stamp = None
+    if args.out:
+        from jaxrl import provenance
+
+        stamp = provenance.stamp()
+
+    def emit(row: dict) -> None:
+        print(json.dumps(row), flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(json.dumps({**row, "provenance": stamp}) + "\n")
+
     if args.time_to_score is not None:
         for env_name in args.envs:
-            print(json.dumps(time_to_score(env_name, args.time_to_score, args.num_envs[0], args.max_steps,
-                                           args.extra)), flush=True)
+            emit(time_to_score(env_name, args.time_to_score, args.num_envs[0], args.max_steps, args.extra))
         return
     for env_name, n, agent_name in itertools.product(args.envs, args.num_envs, args.agents):
         row = {"agent": agent_name, "env": env_name, "num_envs": n, "batch": BATCH, "hidden": list(HIDDEN),
@@ -225,7 +257,7 @@ def main():
             row.update(brax_sac(env_name, n, args.updates))
             row["ratio"] = row["ours_env_steps_per_s"] / row["brax_env_steps_per_s"]
             row["compile_ratio"] = row["ours_compile_s"] / row["brax_compile_s"]
-        print(json.dumps({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+        emit({k: (round(v, 4) if isinstance(v, float) else v) for k, v in row.items()})
 
 if __name__ == "__main__":
     main()

@@ -200,6 +200,17 @@ def _jax_numerics() -> dict[str, Any]:
     return {name: str(getattr(jax.config, name, None)) for name in JAX_NUMERICS}
 
 
+def stamp(command: str | None = None) -> dict[str, Any]:
+    """What a results file records beside its figures: the command that measured them (default: this process's
+    own command line), the date (UTC), the commit and the whole ``environment()`` block."""
+    import datetime
+
+    block = environment()
+    return {"command": command or " ".join(["python", *sys.argv]),
+            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": block["git"].get("commit"), "environment": block}
+
+
 def differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
     """What differs between two blocks, a phrase each ("jax 0.10.1 -> 0.10.2", "commit 1a2b3c4 -> 5d6e7f8", ...);
     [] for the same stack, checkout and machine. A missing block (a run made before runs recorded one) is one

@@ -1,0 +1,81 @@
+"""The README's first command, measured: what a new user sees from ``jaxrl train`` (and from ``--steps 100000``).
+
+    python bench/default_run.py                    # both runs (~10 min on 2 cores); writes the results file
+    python bench/default_run.py --readme           # the README's sentence from bench/results/default_run.json
+
+Each run is ``jaxrl train [--steps N]`` in a fresh working directory (outputs under its ``runs/``), timed as a
+process, compile included (the persistent compilation cache is bypassed so the first run's compile counts, as on a
+new machine). ``bench/results/default_run.json`` keeps, per command, the wall time, the final evaluation return,
+the evaluation curve and the ``jaxrl.provenance`` stamp (command, date, commit, environment);
+``tests/test_figures.py`` checks the README's sentence against ``--readme``.
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results", "default_run.json")
+COMMANDS = (["jaxrl", "train"], ["jaxrl", "train", "--steps", "100000"])
+
+
+def measure(command: list[str]) -> dict:
+    sys.path.insert(0, ROOT)
+    from jaxrl import provenance
+
+    with tempfile.TemporaryDirectory() as work:
+        exe = os.path.join(os.path.dirname(sys.executable), command[0])
+        t0 = time.perf_counter()
+        subprocess.run([exe, *command[1:], "--compilation-cache", "None"], cwd=work, check=True)
+        wall = time.perf_counter() - t0
+        (run_dir,) = glob.glob(os.path.join(work, "runs", "*"))
+        with open(os.path.join(run_dir, "summary.json")) as f:
+            summary = json.load(f)
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            curve = [[row["env_steps"], row["eval/return"]] for row in map(json.loads, f)]
+        with open(os.path.join(run_dir, "config.json")) as f:
+            environment = json.load(f)["environment"]
+    return {**provenance.stamp(" ".join(command)), "environment": environment, "wall_s": round(wall, 1),
+            "final_eval_return": summary["final_eval_return"], "env_steps": summary["env_steps"],
+            "compile_s": round(summary["compile_s"], 1), "run_s": round(summary["run_s"], 1), "eval_curve": curve}
+
+
+def readme(path: str = RESULTS) -> str:
+    """The README's sentence about the first command, from the results file."""
+    with open(path) as f:
+        runs = {r["command"]: r for r in json.load(f)["runs"]}
+    short, long = runs["jaxrl train"], runs["jaxrl train --steps 100000"]
+    cpu = short["environment"]["cpu"]
+    avx512 = "with" if any(e.startswith("avx512") for e in cpu["extensions"]) else "without"
+    return (f"{short['wall_s'] / 60:.1f} minutes on 2 cores ({short['wall_s']:.0f} s measured, compile included), "
+            f"eval return from ≈0 to {short['final_eval_return']:.0f} (SAC's published score on this task is 835 ± 10 "
+            f"at 100k env steps; `--steps 100000` reached {long['final_eval_return']:.0f} here in "
+            f"{long['wall_s'] / 60:.1f} minutes; measured on {short['date'][:10]} at "
+            f"{short['commit'][:7] if short['commit'] else 'no commit'} on an {cpu['model']} "
+            f"({avx512} AVX-512), "
+            "`bench/results/default_run.json`)")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--readme", action="store_true", help="print the README's sentence from the results file")
+    args = parser.parse_args()
+    if args.readme:
+        print(readme())
+        return 0
+    runs = [measure(command) for command in COMMANDS]
+    with open(RESULTS, "w") as f:
+        json.dump({"runs": runs}, f, indent=1)
+        f.write("\n")
+    print(readme())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

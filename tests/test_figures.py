@@ -1,0 +1,35 @@
+"""The README's figures are what their generators print from the committed results files, typed as the README
+says: a re-measured file or an edited figure cannot drift apart from the other (bench/plugin_table.py's table is
+checked in tests/test_paper_plugins.py, the fingerprints in tests/test_fingerprints.py)."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+GENERATORS = [
+    ["bench/defaults.py", "--table", "bench/results/defaults_before.jsonl", "bench/results/defaults_after.jsonl"],
+    ["bench/defaults.py", "--table", "bench/results/defaults_brax_sac.jsonl"],
+    ["bench/pbt_vs_grid.py", "--markdown"],
+    ["bench/default_run.py", "--readme"],
+]
+
+
+@pytest.mark.parametrize("args", GENERATORS, ids=lambda args: " ".join(args[:2]))
+def test_each_readme_figure_is_what_its_generator_prints_and_the_readme_names_the_command(args, repo_root):
+    printed = subprocess.run([sys.executable, *args], cwd=repo_root, capture_output=True, text=True,
+                             check=True).stdout.strip()
+    with open(os.path.join(repo_root, "README.md")) as f:
+        readme = f.read()
+    assert printed and printed in readme, printed
+    assert f"python {' '.join(args)}" in readme
+
+
+def test_the_default_runs_results_say_what_measured_them(repo_root):
+    with open(os.path.join(repo_root, "bench", "results", "default_run.json")) as f:
+        runs = json.load(f)["runs"]
+    assert [r["command"] for r in runs] == ["jaxrl train", "jaxrl train --steps 100000"]
+    for r in runs:
+        assert r["date"] and len(r["commit"]) == 40 and r["environment"]["packages"]["jax"]
+        assert r["eval_curve"][-1] == [r["env_steps"], pytest.approx(r["final_eval_return"])]
