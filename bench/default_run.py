@@ -58,8 +58,8 @@ def readme(path: str = RESULTS) -> str:
             f"at 100k env steps; `--steps 100000` reached {long['final_eval_return']:.0f} here in "
             f"{long['wall_s'] / 60:.1f} minutes; measured on {short['date'][:10]} at "
             f"{short['commit'][:7] if short['commit'] else 'no commit'} on an {cpu['model']} "
-            f"({avx512} AVX-512), "
-            "`bench/results/default_run.json`)")
+            f"({avx512} AVX-512); `python bench/default_run.py` measures both into `bench/results/default_run.json`, "
+            "`python bench/default_run.py --readme` prints this sentence from it)")
 
 
 def main() -> int:
