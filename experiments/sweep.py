@@ -568,7 +568,8 @@ def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> No
     from jaxrl.logging import member_row, read_rows
 
     history = read_rows(os.path.join(group.run.run_dir, "metrics.jsonl"))
-    environment = rundir.load_saved(group.run.run_dir).get("environment")
+    program = rundir.load_saved(group.run.run_dir)
+    stack = {key: program[key] for key in ("environment", "resumed_under") if key in program}  # jaxrl.provenance
     if group.pbt is not None:
         initial = [{e.field: getattr(m.agent_cfg, e.field) for e in group.pbt.explore} for m in group.members]
     for k, member in enumerate(group.members):
@@ -577,7 +578,7 @@ def _write_members(definitions, group: Group, summary: dict, out_dir: str) -> No
         os.makedirs(where, exist_ok=True)
         config = {**definitions[member.id], "id": member.id, "group": group.name,
                   "group_dir": os.path.join("groups", group.name), "member_in_group": k,
-                  "group_members": len(group.members), **({"environment": environment} if environment else {})}
+                  "group_members": len(group.members), **stack}
         if group.pbt is not None:  # the explored values the networks ending in this member trained with
             config["pbt_schedule"] = pbt_lib.schedule(history, k, group.pbt, initial, summary["env_steps"])
         write_json(os.path.join(where, "config.json"), config)

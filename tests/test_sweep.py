@@ -304,7 +304,10 @@ def test_results_are_derived_from_each_members_own_files(rerun):
                     "actor_lr": config["agent_config"]["actor_lr"], "tau": config["agent_config"]["tau"],
                     "final_eval_return": evals[-1], "best_eval_return": max(evals),
                     "env_steps": int(metrics[-1]["env_steps"]), "compile_s": summary["compile_s"],
-                    "run_s": summary["run_s"], "group_members": config["group_members"]}
+                    "run_s": summary["run_s"], "group_members": config["group_members"],
+                    # The commit its program trained at (its own stack, config.json's environment).
+                    "commit": config["environment"]["git"]["commit"][:12]
+                    + ("+uncommitted" if config["environment"]["git"]["uncommitted"] else "")}
         assert list(row) == list(expected)
         assert row == {k: str(v) for k, v in expected.items()}
         # ... and the member's own files are its program's: its config and its column of the metrics.
