@@ -207,12 +207,13 @@ def table(path: str) -> str:
     """The README's table of a results file: per (env, num_envs), both sides' steady env steps/s and compile."""
     rows = [json.loads(line) for line in open(path)]
     lines = ["| env | num_envs | ours env steps/s | Brax's env steps/s | ratio | ours compile s | Brax's compile s | "
-             "compile ratio |", "|---|---|---|---|---|---|---|---|"]
+             "compile ratio | our update: ms, GFLOP/s (a 1024² matmul's) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         if r.get("agent", "sac") == "sac" and "ratio" in r:
             lines.append(f"| `{r['env']}` | {r['num_envs']} | {r['ours_env_steps_per_s']:.0f} | "
                          f"{r['brax_env_steps_per_s']:.0f} | {r['ratio']:.2f}x | {r['ours_compile_s']:.1f} | "
-                         f"{r['brax_compile_s']:.1f} | {r['compile_ratio']:.2f}x |")
+                         f"{r['brax_compile_s']:.1f} | {r['compile_ratio']:.2f}x | {r['update_ms']:.2f}, "
+                         f"{r['update_gflops_per_s']:.0f} ({r['dense_matmul_gflops_per_s']:.0f}) |")
     return "\n".join(lines)
 
 

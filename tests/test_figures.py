@@ -13,6 +13,7 @@ GENERATORS = [
     ["bench/defaults.py", "--table", "bench/results/defaults_brax_sac.jsonl"],
     ["bench/pbt_vs_grid.py", "--markdown"],
     ["bench/default_run.py", "--readme"],
+    ["bench/sac_vs_brax.py", "--table", "bench/results/sac_vs_brax.jsonl"],
 ]
 
 
