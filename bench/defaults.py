@@ -6,6 +6,8 @@
     python bench/defaults.py --out bench/results/defaults.jsonl              # append the JSON lines there too
     python bench/defaults.py --label before --without-suite-defaults         # the loop before the suite defaults
     python bench/defaults.py --brax-sac --tasks brax/inverted_pendulum       # Brax's own SAC, same budget
+    python bench/defaults.py --table A.jsonl B.jsonl                         # the README's tables from results
+    python bench/defaults.py --means A.jsonl B.jsonl --agents sac td3 --tasks dmc/CartpoleBalance  # label means
 
 What a new user runs: ``jaxrl train --agent A --env E`` with nothing else but the budget (``--steps``,
 ``--num-envs``) and ``--seeds``, through the same ``experiments.train.train`` as the CLI, so each task gets its
@@ -172,6 +174,33 @@ def table(paths: list[str]) -> str:
     return "\n".join(rows)
 
 
+# Column headers of --means: what each label changed (the table of how the dmc/ suite defaults were chosen).
+MEANS_HEADERS = {"before": "before (repeat 1, 1 update per decision)",
+                 "action_repeat2": "repeat 2, 1 update per decision",
+                 "action_repeat2_utd2": "repeat 2, 2 updates per decision (chosen)"}
+
+
+def means_table(paths: list[str], agents: list[str], tasks: list[str]) -> str:
+    """One row per task, one column per label (file order), each cell the agents' mean final returns."""
+    results, labels = {}, []
+    for path in paths:
+        for line in open(path):
+            r = json.loads(line)
+            results[(r["agent"], r["task"], r["label"])] = r
+            labels += [r["label"]] if r["label"] not in labels else []
+
+    def mean(agent, task, label):
+        r = results.get((agent, task, label))
+        return "n/a" if r is None else f"{sum(r['final']) / len(r['final']):.0f}"
+
+    rows = [f"| {' / '.join(a.upper() for a in agents)}, mean final return | "
+            + " | ".join(MEANS_HEADERS.get(label, label) for label in labels) + " |", "|---|" + "---|" * len(labels)]
+    for task in tasks:
+        rows.append(f"| `{task}` | " + " | ".join(" / ".join(mean(a, task, label) for a in agents)
+                                               for label in labels) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", nargs="+", default=list(AGENTS))
@@ -187,7 +216,12 @@ def main() -> None:
     parser.add_argument("--brax-sac", action="store_true", help="run Brax's own SAC on the non-toy tasks instead")
     parser.add_argument("--table", nargs="+", metavar="JSONL", help="print the markdown table of these result "
                         "files and exit")
+    parser.add_argument("--means", nargs="+", metavar="JSONL", help="print a table of mean final returns of "
+                        "--agents on --tasks, one column per label of these result files, and exit")
     args = parser.parse_args()
+    if args.means:
+        print(means_table(args.means, args.agents, args.tasks))
+        return
     if args.table:
         print(table(args.table))
         return

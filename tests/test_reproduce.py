@@ -109,7 +109,7 @@ def test_report_puts_our_seeds_next_to_the_published_point(tmp_path):
     ours = np.array([last["eval/return/seed0"], last["eval/return/seed1"]])
     report = json.load(open(os.path.join(out, "report.json")))
     (row,) = report["rows"]
-    assert row["env_steps"] == 400 and row["seeds"] == 2
+    assert row["env_steps"] == 400 and row["seeds"] == 2 and row["returns"] == ours.tolist()
     np.testing.assert_allclose([row["mean"], row["std"]], [ours.mean(), ours.std(ddof=1)], rtol=1e-9)
     np.testing.assert_allclose(row["z"], (ours.mean() + 1000) / 100, rtol=1e-9)
     agg = report["aggregate"]
@@ -125,6 +125,10 @@ def test_report_puts_our_seeds_next_to_the_published_point(tmp_path):
 
     block = json.load(open(os.path.join(out, "runs", "toy-Pendulum", "config.json")))["environment"]
     assert report["environments"] == {"toy/Pendulum": block}
+    # ... and the command that trains the same runs, as the report prints it: the results file a figure cites.
+    assert report["command"].startswith("jaxrl reproduce ") and report["command"].endswith(
+        "tiny.toml --tasks toy/Pendulum --steps 400 --seeds 2") and f"Command: `{report['command']}`." in text
+    assert report["written"].endswith(" UTC")
     assert f"## Environment\n\nEvery run trained under:\n\n```\n{provenance.format_block(block)}\n```" in text
     # A rerun reuses the finished run and rewrites the same report.
     assert reproduce.reproduce(str(tmp_path / "tiny.toml"), out, quiet=True,
