@@ -100,6 +100,8 @@ class Member:
     # every member of its population (its program), sorted. Both are part of its id (``population_id``).
     pbt: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
     population: tuple[str, ...] = dataclasses.field(default=(), repr=False)
+    # A plug-in agent's code (jaxrl.provenance.plugin_code; None for a built-in): part of the id.
+    agent_code: dict[str, Any] | None = dataclasses.field(default=None, repr=False)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -141,12 +143,14 @@ def _digest(data, length: int) -> str:
 
 
 def member_id(agent: str, run: dict[str, Any], loop: dict[str, Any], agent_config: dict[str, Any],
-              env_revision: int | None = None) -> str:
+              env_revision: int | None = None, agent_code: dict[str, Any] | None = None) -> str:
     """12 hex digits identifying a member's result: the agent (as named in the sweep file), its run config (env,
     seed, physics; not the ``NON_DEFINING_RUN_FIELDS``), its loop config and its agent config, all resolved; and the
     env's revision (``envs.env_revision``, today's unless given) where it is above 1, so a member that trained an
     env before it changed under the same name keeps its id and is never reused as the new env's. Agent fields
-    added after sweeps were saved (``jaxrl.agent.added_field``) count only away from their default."""
+    added after sweeps were saved (``jaxrl.agent.added_field``) count only away from their default. A plug-in
+    agent's code (``agent_code``: ``jaxrl.provenance.plugin_code``) counts by its hash, so an edited plug-in is a new
+    member; built-in agents have none, and keep their ids across commits (the fingerprints track their numbers)."""
     import envs
     from agents import get_agent
     from jaxrl.agent import added_at_default
@@ -156,7 +160,8 @@ def member_id(agent: str, run: dict[str, Any], loop: dict[str, Any], agent_confi
     agent_config = {k: v for k, v in agent_config.items() if k not in later}
     revision = envs.env_revision(run["env"]) if env_revision is None else env_revision
     return _digest({"agent": agent, "env": run["env"], "seed": run["seed"], "run": run, "loop": loop,
-                    "agent_config": agent_config, **({"env_revision": revision} if revision > 1 else {})}, 12)
+                    "agent_config": agent_config, **({"env_revision": revision} if revision > 1 else {}),
+                    **({"agent_code": agent_code["sha256"]} if agent_code else {})}, 12)
 
 
 def population_id(own_id: str, pbt: dict[str, Any], population) -> str:
@@ -168,7 +173,7 @@ def population_id(own_id: str, pbt: dict[str, Any], population) -> str:
 
 def defined_id(d: dict[str, Any], env_revision: int | None = None) -> str:
     """The id of a member definition (``plan.json``'s, or a finished member's ``config.json``)."""
-    own = member_id(d["agent"], d["run"], d["loop"], d["agent_config"], env_revision)
+    own = member_id(d["agent"], d["run"], d["loop"], d["agent_config"], env_revision, d.get("agent_code"))
     if d.get("pbt") is None:
         return own
     if own not in d.get("population", ()):
@@ -236,6 +241,7 @@ def load(path: str) -> Sweep:
     from experiments import configs
     from experiments.rundir import RunConfig
     from jaxrl import pbt as pbt_lib
+    from jaxrl import provenance
     from jaxrl.loop import LoopConfig
 
     data = _read_toml(path)
@@ -255,6 +261,7 @@ def load(path: str) -> Sweep:
     base = base_for(None)
     agent_spec = agent_name or "sac"
     agent = get_agent(agent_spec)
+    code = provenance.plugin_code(agent_spec)
     envs, seeds = _envs_and_seeds(data, base)
     grid, random_spec, samples = _swept_fields(data, agent)
     for cls, section in ((RunConfig, "run"), (LoopConfig, "loop"), (agent.Config, "agent_config")):
@@ -263,7 +270,7 @@ def load(path: str) -> Sweep:
     draws = [{name: _draw(rng, name, spec) for name, spec in random_spec.items()} for _ in range(samples)] or [{}]
     points = [dict(zip(grid, combo, strict=True), **draw) for combo in itertools.product(*grid.values())
               for draw in draws]
-    members = [_member(agent, agent_spec, base_for(env), i, env, seed, point)
+    members = [_member(agent, agent_spec, base_for(env), i, env, seed, point, code)
                for i, (env, point, seed) in enumerate(itertools.product(envs, points, seeds))]
     swept = tuple(sorted({name for point in points for name in point}))
     if pbt is not None:
@@ -356,7 +363,8 @@ def _swept_fields(data: dict[str, Any], agent):
     return grid, random_spec, samples
 
 
-def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, values: dict[str, Any]) -> Member:
+def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, values: dict[str, Any],
+            agent_code: dict[str, Any] | None = None) -> Member:
     """A member with its configs resolved as ``train`` would (``learning_starts`` written as its number)."""
     from experiments import rundir
     from experiments.rundir import config_to_dict
@@ -378,8 +386,8 @@ def _member(agent, agent_spec: str, base, index: int, env: str, seed: int, value
     except (TypeError, ConfigError) as e:
         raise ConfigError(f"member {index} ({env}, seed {seed}, {values}): {e}") from None
     loop = written_down(loop)
-    mid = member_id(agent_spec, config_to_dict(run), config_to_dict(loop), config_to_dict(cfg))
-    return Member(index, env, seed, values, mid, run, loop, cfg)
+    mid = member_id(agent_spec, config_to_dict(run), config_to_dict(loop), config_to_dict(cfg), agent_code=agent_code)
+    return Member(index, env, seed, values, mid, run, loop, cfg, agent_code=agent_code)
 
 
 def member_dir(out_dir: str, mid: str) -> str:
@@ -480,7 +488,8 @@ def _definition(sweep_agent: str, member: Member) -> dict[str, Any]:
             "seed": member.seed, "values": member.values,
             "run": config_to_dict(member.run), "loop": config_to_dict(member.loop),
             "agent_config": config_to_dict(member.agent_cfg),
-            **({} if member.pbt is None else {"pbt": member.pbt, "population": list(member.population)})}
+            **({} if member.pbt is None else {"pbt": member.pbt, "population": list(member.population)}),
+            **({} if member.agent_code is None else {"agent_code": member.agent_code})}
 
 
 def read_plan(out_dir: str) -> dict[str, Any]:
@@ -525,7 +534,7 @@ def _member_from_definition(agent, mid: str, d: dict[str, Any]) -> Member:
 
     member = Member(-1, d["env"], d["seed"], d["values"], mid, config_from_dict(RunConfig, d["run"]),
                     config_from_dict(LoopConfig, d["loop"]), config_from_dict(agent.Config, d["agent_config"]),
-                    d.get("pbt"), tuple(d.get("population", ())))
+                    d.get("pbt"), tuple(d.get("population", ())), d.get("agent_code"))
     import envs
 
     if d.get("env_revision", 1) != envs.env_revision(d["env"]):
@@ -549,8 +558,18 @@ def run_program(out_dir: str, member_ids: list[str], quiet: bool = True) -> list
     missing = [mid for mid in member_ids if mid not in saved.get("definitions", {})]
     if missing:
         raise ConfigError(f"{os.path.join(out_dir, PLAN_FILE)} does not define member(s) {', '.join(missing)}")
-    agent = get_agent(saved["definitions"][member_ids[0]]["agent"])
+    from jaxrl import provenance
+
+    spec = saved["definitions"][member_ids[0]]["agent"]
+    agent = get_agent(spec)
     members = [_member_from_definition(agent, mid, saved["definitions"][mid]) for mid in member_ids]
+    # A job that starts after the plug-in was edited would train other code under the planned ids.
+    code = provenance.plugin_code(spec)
+    planned = members[0].agent_code
+    if (code or {}).get("sha256") != (planned or {}).get("sha256"):
+        raise ConfigError(f"agent {spec}: its code changed since the sweep was planned ({provenance.code_text(planned)}"
+                          f" -> {provenance.code_text(code)}); run jaxrl sweep again to plan the edited code as new "
+                          "members")
     group = make_group(0, members, out_dir)
     summary, _ = continue_or_start(agent, group.run, group.loop, group.agent_cfg,
                                    members=[(m.seed, m.agent_cfg) for m in group.members], quiet=quiet,

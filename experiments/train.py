@@ -278,7 +278,12 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     else:
         rundir.check_new(run_dir, run.overwrite)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
+    from agents import agent_spec
+
     environment = provenance.environment()
+    code = provenance.plugin_code(agent_spec(agent) or "")  # a plug-in's own code: what the commit does not name
+    if code is not None:
+        environment["agent_code"] = code
     if resume:
         _check_stack(saved, environment, run_dir, same_stack)
     env, eval_env = make_envs(run, loop)

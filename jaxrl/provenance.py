@@ -42,6 +42,7 @@ LOCK_FILE = "uv.lock"
 SOURCE_SUFFIXES = (".py", ".toml")
 # A virtual environment's own tools (venv seeds pip and setuptools; uv installs from the lock): not the stack.
 VENV_TOOLS = ("pip", "setuptools", "wheel", "uv")
+ENGINE_PACKAGES = ("jaxrl", "agents", "envs", "experiments")  # jaxrl's own code: the commit names it
 UPGRADE_LOCK = ".venv/bin/uv lock --upgrade && .venv/bin/uv sync --locked --inexact --extra test"
 
 
@@ -55,6 +56,73 @@ def environment(devices: bool = True) -> dict[str, Any]:
     block["variables"] = {name: os.environ[name] for name in NUMERICS_VARIABLES if name in os.environ}
     block["jax_config"] = _jax_numerics()
     return block
+
+
+def plugin_code(spec: str) -> dict[str, Any] | None:
+    """What a plug-in agent (``module:ATTR``) runs that neither the commit of jaxrl's own packages nor the installed
+    packages pin: its module's source and, found through its ``import`` statements (those inside functions too),
+    every module it imports whose file is neither installed (standard library, site-packages) nor in jaxrl's own
+    packages (``ENGINE_PACKAGES``), except those in the plug-in's own folder. ``{"module", "modules", "sha256"}``
+    (a hash of each module's name and bytes, so the same code hashes alike wherever it lies); None for a built-in
+    agent (the fingerprints track those) and for a module without a source file. A sweep member's id and a resumed
+    run's check include it: an edited plug-in is never a relabelled old result."""
+    import ast
+    import importlib.util
+    import sysconfig
+
+    def source_file(name: str) -> Path | None:
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None) if module is not None else None
+        if origin is None:
+            try:
+                found = importlib.util.find_spec(name)
+            except (ImportError, ValueError, AttributeError):
+                return None
+            origin = found.origin if found is not None else None
+        return Path(origin).resolve() if origin and origin.endswith(".py") else None
+
+    module_name, sep, _ = spec.partition(":")
+    root_file = source_file(module_name) if sep else None
+    if root_file is None:
+        return None
+    root_dir = root_file.parent
+    installed = {Path(p).resolve() for key in ("stdlib", "platstdlib", "purelib", "platlib")
+                 if (p := sysconfig.get_paths().get(key))}
+    installed |= {Path(p).resolve() for p in sys.path if "site-packages" in p or "dist-packages" in p}
+    engine = [CHECKOUT / name for name in ENGINE_PACKAGES]
+
+    def hashed(path: Path) -> bool:
+        if any(path.is_relative_to(p) for p in installed):
+            return False
+        own_folder = path.parent == root_dir or (root_dir != CHECKOUT and path.is_relative_to(root_dir))
+        return own_folder or not any(path.is_relative_to(p) for p in engine)
+
+    files, todo = {}, [module_name]
+    while todo:
+        name = todo.pop()
+        path = source_file(name)
+        if name in files or path is None or not (name == module_name or hashed(path)):
+            continue
+        source = path.read_bytes()
+        files[name] = source
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        try:
+            tree = ast.parse(source)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                todo += [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join(p for p in [*parts, base] if p)
+                todo += [base] + [f"{base}.{alias.name}" for alias in node.names]
+    digest = hashlib.sha256()
+    for name in sorted(files):
+        digest.update(name.encode() + b"\0" + files[name] + b"\0")
+    return {"module": module_name, "modules": sorted(files), "sha256": digest.hexdigest()[:16]}
 
 
 def _version(name: str) -> str | None:
@@ -229,6 +297,9 @@ def differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
         out.append(f"commit {_short(git_old.get('commit'))} -> {_short(git_new.get('commit'))}")
     elif git_old.get("uncommitted_sha256") != git_new.get("uncommitted_sha256"):
         out.append(f"uncommitted changes ({_edits(git_old)} -> {_edits(git_new)})")
+    code_old, code_new = old.get("agent_code"), new.get("agent_code")
+    if (code_old or {}).get("sha256") != (code_new or {}).get("sha256"):
+        out.append(f"plug-in code {code_text(code_old)} -> {code_text(code_new)}")
     cpu_old, cpu_new = old.get("cpu") or {}, new.get("cpu") or {}
     if [cpu_old.get(k) for k in CPU_IDENTITY] != [cpu_new.get(k) for k in CPU_IDENTITY]:
         out.append(f"CPU {_cpu_name(cpu_old)!r} -> {_cpu_name(cpu_new)!r}")
@@ -246,6 +317,10 @@ def differences(old: dict[str, Any] | None, new: dict[str, Any]) -> list[str]:
 
 def _cpu_name(cpu_info: dict[str, Any]) -> str:
     return f"{cpu_info.get('model')}" + (f" ({cpu_info['id']})" if cpu_info.get("id") else "")
+
+
+def code_text(code: dict[str, Any] | None) -> str:
+    return "not recorded" if not code else f"{code['module']} {code['sha256']} ({len(code['modules'])} module(s))"
 
 
 def _short(commit: str | None) -> str:
@@ -296,6 +371,9 @@ def format_block(block: dict[str, Any]) -> str:
              ("commit", checkout), ("lock", lock_text), ("platform", block.get("platform")),
              ("cpu", f"{_cpu_name(cpu_info)}, {cpu_info.get('cores')} cores ("
                      f"{' '.join(cpu_info.get('extensions') or []) or 'no listed vector extensions'})")]
+    if block.get("agent_code"):
+        code = block["agent_code"]
+        lines.append(("plug-in code", f"{code['sha256']} ({', '.join(code['modules'])})"))
     if block.get("devices"):
         devices = block["devices"]
         lines.append(("devices", _devices(devices) if devices.get("backend") else f"none ({devices.get('why')})"))

@@ -153,6 +153,12 @@ def test_plugged_in_loss_trains_from_the_cli(tmp_path):
     assert summary["agent"] == "sac_huber" and summary["updates"] > 0
     config = json.load(open(os.path.join(run_dir, "config.json")))
     assert config["agent_config"]["hidden_sizes"] == [16, 16]
+    # The plug-in's own code is part of what produced the run (a resume after an edit says so).
+    from jaxrl import provenance
+
+    code = config["environment"]["agent_code"]
+    assert code["modules"] == ["experiments.examples.sac_huber"]
+    assert code == provenance.plugin_code("experiments.examples.sac_huber:AGENT")
     for name in ("metrics.csv", "metrics.jsonl", "learning_curve.png", "tensorboard"):
         assert os.path.exists(os.path.join(run_dir, name))
 

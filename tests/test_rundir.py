@@ -200,6 +200,21 @@ def test_a_run_records_its_stack_and_a_resume_under_another_says_so_or_refuses(f
     assert_one_line_error(cli("train", *RUN, "--same-stack"), "--same-stack applies to --resume")
 
 
+def test_a_resume_after_the_plug_in_code_changed_says_so_or_refuses(finished, tmp_path, cli):
+    """The stack check covers a plug-in's own code (config.json's environment.agent_code): here a run whose recorded
+    plug-in hash differs from what the agent runs now (a built-in: none)."""
+    run_dir = copy_of(finished, tmp_path)
+    code = {"module": "myagent", "modules": ["myagent", "myhelper"], "sha256": "0123456789abcdef"}
+    with_environment(run_dir, lambda block: {**block, "agent_code": code})
+    before = snapshot(run_dir)
+    result = cli("train", "--resume", run_dir)
+    assert result.returncode == 0, result.stderr
+    assert ("trained under another stack (plug-in code myagent 0123456789abcdef (2 module(s)) -> not recorded): it "
+            "continues, but not bitwise") in result.stderr
+    assert_one_line_error(cli("train", "--resume", run_dir, "--same-stack"), "--same-stack", "plug-in code myagent")
+    assert snapshot(run_dir) == before
+
+
 @pytest.mark.slow
 def test_a_changed_learning_rate_applies_from_the_resumed_step_and_is_recorded(finished, tmp_path):
     run_dir = copy_of(finished, tmp_path)

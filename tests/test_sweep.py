@@ -178,6 +178,38 @@ def test_member_ids_are_stable_across_reorderings_and_change_with_any_defining_f
     assert len(spec.members) == 8 and sum(len(g.members) for g in sweep_lib.plan(spec, str(tmp_path / "out"))) == 4
 
 
+def test_an_edited_plug_in_is_a_new_member_never_a_relabelled_result(tmp_path, monkeypatch):
+    """Member ids hash a plug-in's code (its module and the local modules it imports), not only its import path:
+    an edit of either file gives new ids (nothing reused), and a job planned before the edit refuses to run it."""
+    from jaxrl import provenance
+
+    name = f"edited_plugin_{os.getpid()}"
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / f"{name}_helper.py").write_text("SCALE = 1.0\n")
+    plugin = tmp_path / f"{name}.py"
+    plugin.write_text(f"import numpy\nfrom agents import sac\nimport {name}_helper\n\nAGENT = sac.AGENT\n")
+    text = IDS.replace('agent = "sac"', f'agent = "{name}:AGENT"')
+    spec = sweep_lib.load(write(tmp_path, text))
+    code = spec.members[0].agent_code
+    assert code["modules"] == [name, f"{name}_helper"]  # not numpy (installed), not agents.sac (the commit's)
+    assert code == provenance.plugin_code(f"{name}:AGENT")
+    assert sweep_lib._definition(spec.agent_spec, spec.members[0])["agent_code"] == code
+    out = str(tmp_path / "out")
+    (group, *_) = sweep_lib.plan(spec, out)
+    sweep_lib.write_plan(write(tmp_path, text), spec, [group], out)
+    ids = ids_by_point(text, tmp_path)
+    plugin.write_text(plugin.read_text() + "# an edit that changes nothing\n")
+    edited = ids_by_point(text, tmp_path)
+    assert edited.keys() == ids.keys() and not set(edited.values()) & set(ids.values())
+    (tmp_path / f"{name}_helper.py").write_text("SCALE = 2.0\n")
+    helper_edited = ids_by_point(text, tmp_path)
+    assert not set(helper_edited.values()) & (set(ids.values()) | set(edited.values()))
+    with pytest.raises(ConfigError, match=f"agent {name}:AGENT: its code changed since the sweep was planned"):
+        sweep_lib.run_program(out, [m.id for m in group.members])
+    # Built-in agents have no code hash: their ids are what they always were.
+    assert sweep_lib.load(write(tmp_path, IDS)).members[0].agent_code is None
+
+
 def test_a_member_saved_before_its_env_changed_is_never_reused_for_the_new_env(tmp_path):
     """dmc/BallInCup followed dm_control at env revision 2 (docs/dmc_audit.md). A member finished on Playground's port
     (saved without a revision) keeps its id, which is not the new member's: the sweep trains the new env. Members of
