@@ -274,13 +274,14 @@ def load(path: str) -> Sweep:
                for i, (env, point, seed) in enumerate(itertools.product(envs, points, seeds))]
     swept = tuple(sorted({name for point in points for name in point}))
     if pbt is not None:
-        members = _populations(members, pbt)
+        members = _populations(members, pbt, agent)
     return Sweep(agent=agent, agent_spec=agent_spec, base=base, members=tuple(members), swept=swept)
 
 
-def _populations(members: list[Member], pbt) -> list[Member]:
+def _populations(members: list[Member], pbt, agent) -> list[Member]:
     """With a [pbt] table, each program's members form one population (checked: the fractions fit it, the chunk
-    divides the interval, the explored fields are numeric); each member's id then hashes the table and the whole
+    divides the interval, the explored fields are numeric and stay inside the values the agent accepts); each
+    member's id then hashes the table and the whole
     population."""
     from jaxrl import pbt as pbt_lib
     from jaxrl.loop import traced_fields
@@ -294,7 +295,8 @@ def _populations(members: list[Member], pbt) -> list[Member]:
         own = tuple(sorted({m.id for m in population}))
         first = population[0]
         try:
-            pbt_lib.check(pbt, len(own), first.loop.eval_every, traced_fields(first.agent_cfg))
+            pbt_lib.check(pbt, len(own), first.loop.eval_every, traced_fields(first.agent_cfg), agent.check_config,
+                          [m.agent_cfg for m in population])
         except ConfigError as e:
             raise ConfigError(f"{e} (the population of {first.env}: members {sorted(m.index for m in population)})"
                               ) from None

@@ -262,7 +262,8 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     for _, cfg in members:
         agent.check_config(cfg)
     if pbt is not None:
-        pbt_lib.check(pbt, len(members), loop.eval_every, traced_fields(agent_cfg))
+        pbt_lib.check(pbt, len(members), loop.eval_every, traced_fields(agent_cfg), agent.check_config,
+                      [cfg for _, cfg in members])
     run_dir = run.run_dir
     if run_dir is None:
         raise ConfigError("run_dir is required (the CLI picks runs/<agent>-<env>-<time>-<random> by default)")

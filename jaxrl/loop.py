@@ -595,7 +595,8 @@ def init_members(program: Program, seeds: list[int], configs: list, mesh=None) -
     for member in configs:
         program.agent.check_config(member)
     if program.pbt is not None:
-        pbt_lib.check(program.pbt, len(configs), program.loop.eval_every, traced_fields(program.agent_cfg))
+        pbt_lib.check(program.pbt, len(configs), program.loop.eval_every, traced_fields(program.agent_cfg),
+                      program.agent.check_config, configs)
     keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
     hparams = stack_configs(configs, program.agent_cfg)
     if mesh is None:

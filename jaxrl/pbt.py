@@ -54,9 +54,12 @@ class PBTConfig:
         return math.floor(self.bottom * population + 1e-9), math.floor(self.top * population + 1e-9)
 
 
-def check(cfg: PBTConfig, population: int, chunk_env_steps: int, traced_fields: dict[str, Any]) -> None:
+def check(cfg: PBTConfig, population: int, chunk_env_steps: int, traced_fields: dict[str, Any],
+          check_config=None, configs=()) -> None:
     """One-line ``ConfigError`` for a table that cannot run on this program (before anything compiles).
-    ``traced_fields``: the agent Config's numeric traced fields and their member values."""
+    ``traced_fields``: the agent Config's numeric traced fields and their member values. With the agent's
+    ``check_config`` and the members' ``configs``, also that explore keeps every field inside the values the agent
+    accepts (``check_domains``)."""
     bottom, top = cfg.counts(population)
     if bottom < 1 or top < 1 or bottom + top > population:
         raise ConfigError(f"[pbt] bottom = {cfg.bottom} and top = {cfg.top} of a population of {population} give "
@@ -74,6 +77,52 @@ def check(cfg: PBTConfig, population: int, chunk_env_steps: int, traced_fields: 
         if item.field not in traced_fields:
             raise ConfigError(f"[pbt.explore] {item.field}: not a numeric (traced) field of the agent's Config; "
                               f"explorable: {', '.join(sorted(traced_fields))}")
+    if check_config is not None:
+        check_domains(cfg, check_config, configs)
+
+
+# How far a chain of perturbations is followed when no bounds stop it: far enough to leave any domain a field has
+# (a discount's 1, an expectile's (0, 1)), near enough to stay a float.
+_REACH = 1e12
+
+
+def reachable(item: Explore, start: float) -> list[float]:
+    """Values explore can give a field that starts at ``start``, in order of reach: with ``bounds``, the bounds (and
+    the values between them are the agent's to accept, an interval like its domain); without, the chain of the
+    largest and of the smallest factor (products of factors lie between), or the resample range's ends."""
+    if item.bounds is not None:
+        low, high = item.bounds
+        if item.resample is not None:
+            low, high = max(low, item.resample[1]), min(high, item.resample[2])
+        return [low, high]
+    if item.resample is not None:
+        return [item.resample[1], item.resample[2]]
+    values = []
+    for factor in {max(item.perturb), min(item.perturb)} - {1.0}:
+        value = start
+        while start != 0 and 1 / _REACH < abs(value / start) < _REACH:
+            value *= factor
+            values.append(value)
+    return values
+
+
+def check_domains(cfg: PBTConfig, check_config, configs) -> None:
+    """Every value explore can reach from every member's starting value is one the agent's ``check_config``
+    accepts: a table that would train a member outside a field's domain (a discount above 1) is refused in one line,
+    naming the value and how to keep it inside (bounds)."""
+    for item in cfg.explore:
+        for member, config in enumerate(configs):
+            start = float(getattr(config, item.field))
+            for value in reachable(item, start):
+                try:
+                    check_config(dataclasses.replace(config, **{item.field: value}))
+                except ConfigError as e:
+                    how = (f"bounds = {list(item.bounds)} reach {value:g}" if item.bounds is not None else
+                           f"perturbing member {member}'s {start:g} by {list(item.perturb)} reaches {value:g}"
+                           if item.perturb else f"resample {item.resample[0]} = {list(item.resample[1:])} reaches "
+                           f"{value:g}")
+                    raise ConfigError(f"[pbt.explore] {item.field}: {how}, which the agent refuses ({e}); give "
+                                      "bounds = [low, high] inside the values it accepts") from None
 
 
 def parse(table: dict[str, Any]) -> PBTConfig:

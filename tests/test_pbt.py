@@ -85,6 +85,45 @@ def test_a_pbt_table_that_does_not_fit_its_program_is_one_line(population, chang
     assert fragment in str(error.value) and "\n" not in str(error.value)
 
 
+@pytest.mark.parametrize("explore, fragment", [
+    ({"gamma": {"perturb": [0.8, 1.25]}}, "gamma: perturbing member 0's 0.99 by [0.8, 1.25] reaches 1.2375, which "
+     "the agent refuses (gamma must be"),
+    ({"gamma": {"perturb": [0.8, 1.25], "bounds": [0.9, 1.5]}}, "gamma: bounds = [0.9, 1.5] reach 1.5"),
+    ({"tau": {"resample": {"uniform": [0.5, 2.0]}}}, "tau: resample uniform = [0.5, 2.0] reaches 2"),
+    ({"actor_lr": {"perturb": [0.5, 1.5]}, "tau": {"perturb": [0.9]}, "init_alpha": {"perturb": [3.0]},
+      "gamma": {"perturb": [1.1]}}, "gamma: perturbing member 0's 0.99 by [1.1] reaches 1.089"),
+])
+def test_explore_that_would_leave_a_fields_domain_is_refused_in_one_line(explore, fragment):
+    """γ = 0.99 x 1.25 would train a member at 1.2375 (and its exported winner could not be resumed): refused
+    before anything compiles, through the agent's own check_config; bounds inside the domain, or factors that
+    never leave it (an unbounded learning rate, a tau that only shrinks), are accepted."""
+    configs = [sac.Config(), sac.Config(gamma=0.95, actor_lr=1e-3)]
+    traced = {"actor_lr": 3e-4, "tau": 0.005, "gamma": 0.99, "init_alpha": 1.0}
+    with pytest.raises(ConfigError) as error:
+        pbt.check(pbt.parse({**GOOD, "explore": explore}), 8, 1000, traced, sac.check_config, configs)
+    assert fragment in str(error.value) and "\n" not in str(error.value), str(error.value)
+    assert "give bounds = [low, high] inside the values it accepts" in str(error.value)
+    for fine in ({"gamma": {"perturb": [0.8, 1.25], "bounds": [0.9, 0.999]}}, {"actor_lr": {"perturb": [0.5, 2.0]}},
+                 {"tau": {"perturb": [0.5, 0.9]}}, {"tau": {"resample": {"log_uniform": [1e-3, 1e-1]}}}):
+        pbt.check(pbt.parse({**GOOD, "explore": fine}), 8, 1000, traced, sac.check_config, configs)
+
+
+def test_a_sweep_whose_pbt_leaves_a_domain_is_refused_with_one_line(tmp_path):
+    from experiments import sweep as sweep_lib
+
+    path = tmp_path / "pbt.toml"
+    path.write_text('agent = "sac"\nenvs = ["toy/Pendulum"]\nseeds = 4\n' + TINY_TABLES + """
+[pbt]
+interval = 200
+[pbt.explore]
+gamma = {perturb = [0.8, 1.25]}
+""")
+    with pytest.raises(ConfigError) as error:
+        sweep_lib.load(str(path))
+    assert "[pbt.explore] gamma: perturbing member 0's 0.99 by [0.8, 1.25] reaches 1.2375" in str(error.value)
+    assert "(the population of toy/Pendulum: members [0, 1, 2, 3])" in str(error.value)
+
+
 def test_in_the_program_the_worst_member_becomes_a_bitwise_copy_of_the_best_and_a_resume_is_exact(tmp_path):
     """Four SAC members on toy/Pendulum, PBT after every chunk: right after the first, the worst member's agent
     (networks, optimiser states, targets) and observation statistics are its parent's bit for bit, its replay
