@@ -278,11 +278,14 @@ def remove_run_files(run_dir: str) -> None:
 
 class RunLock:
     """``run.lock`` in a run directory, held with ``fcntl.lockf`` (POSIX record locks, which NFS supports) while
-    the run writes. The kernel drops the lock when its process dies, so a lock file whose lock is free is stale."""
+    the run writes. The kernel drops the lock when its process dies, so a lock file whose lock is free is stale.
+    ``name``, ``what`` and ``instead`` make the same lock for another kind of directory (a sweep's ``--out``)."""
 
-    def __init__(self, run_dir: str):
+    def __init__(self, run_dir: str, name: str = LOCK_FILE, what: str = "run directory",
+                 instead: str = "choose another --run-dir"):
         self.run_dir = run_dir
-        self.path = os.path.join(run_dir, LOCK_FILE)
+        self.path = os.path.join(run_dir, name)
+        self.what, self.instead = what, instead
         self.fd: int | None = None
 
     def acquire(self) -> RunLock:
@@ -296,9 +299,9 @@ class RunLock:
                 os.close(fd)
                 if e.errno not in (errno.EACCES, errno.EAGAIN):
                     raise ConfigError(f"cannot lock {self.path} ({e.strerror}); this file system has no file "
-                                      "locks: use a run directory on another one") from None
-                raise ConfigError(f"run directory {self.run_dir} is in use by {_describe(previous)}; wait for it "
-                                  "to end or choose another --run-dir") from None
+                                      f"locks: use a {self.what} on another one") from None
+                raise ConfigError(f"{self.what} {self.run_dir} is in use by {_describe(previous)}; wait for it "
+                                  f"to end or {self.instead}") from None
             try:  # the file may have been removed and re-created by its releasing owner meanwhile: lock that one
                 same = os.stat(self.path).st_ino == os.fstat(fd).st_ino
             except FileNotFoundError:

@@ -81,6 +81,7 @@ NON_DEFINING_RUN_FIELDS = ("run_dir", "seeds", "overwrite", "checkpoint_every", 
                            "keep_checkpoints", "compilation_cache", "shard_members", "distributed", "video_every",
                            "video_width", "video_height", "wandb", "wandb_project", "wandb_entity", "wandb_group",
                            "wandb_tags")
+SWEEP_LOCK = "sweep.lock"  # held by the driver (jaxrl sweep) while it plans, runs and collects
 PLAN_FILE = "plan.json"
 
 
@@ -718,14 +719,18 @@ def run_sweep(sweep_file: str, out_dir: str, launcher: str = "local", launcher_o
               quiet: bool = False) -> list[dict[str, Any]]:
     """Plan (reusing finished members), write ``OUT/plan.json``, run the programs with ``launcher``, and write
     ``OUT/results.csv``; returns its rows."""
+    from experiments import rundir
+
     check_out(out_dir)
     sweep = load(sweep_file)
-    groups = plan(sweep, out_dir)
-    write_plan(sweep_file, sweep, groups, out_dir)
-    if not quiet:
-        reused = len({m.id for m in sweep.members}) - sum(len(g.members) for g in groups)
-        print(f"{len(sweep.members)} member(s), {reused} reused; {len(groups)} program(s) to run"
-              + "".join(f"\n  {g.name} x{len(g.members)}" for g in groups), flush=True)
-    launch.launch(run_program, launcher, os.path.abspath(out_dir), [[m.id for m in g.members] for g in groups],
-                  launcher_options or {}, quiet)
-    return collect(out_dir)
+    # One driver per --out: another sweep file planned into it meanwhile would replace plan.json under this one.
+    with rundir.RunLock(out_dir, SWEEP_LOCK, "sweep output directory", "choose another --out"):
+        groups = plan(sweep, out_dir)
+        write_plan(sweep_file, sweep, groups, out_dir)
+        if not quiet:
+            reused = len({m.id for m in sweep.members}) - sum(len(g.members) for g in groups)
+            print(f"{len(sweep.members)} member(s), {reused} reused; {len(groups)} program(s) to run"
+                  + "".join(f"\n  {g.name} x{len(g.members)}" for g in groups), flush=True)
+        launch.launch(run_program, launcher, os.path.abspath(out_dir), [[m.id for m in g.members] for g in groups],
+                      launcher_options or {}, quiet)
+        return collect(out_dir)

@@ -360,6 +360,29 @@ def jaxrl(*args, env=None):
                           timeout=900, env=env)
 
 
+def test_a_second_sweep_into_an_out_in_use_is_one_line_and_touches_nothing(tmp_path, repo_root):
+    """Two sweep files into one --out at once would replace each other's plan.json (the first then reported
+    0 members): the driver holds OUT/sweep.lock, and a second driver is refused before it plans or writes."""
+    out = tmp_path / "out"
+    out.mkdir()
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import sys, time; from experiments import rundir, sweep\n"
+        f"rundir.RunLock({str(out)!r}, sweep.SWEEP_LOCK, 'sweep output directory', 'choose another --out').acquire()\n"
+        "print('held', flush=True); time.sleep(60)")], cwd=repo_root, stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        before = sorted(os.listdir(out))
+        with pytest.raises(ConfigError) as error:
+            sweep_lib.run_sweep(write(tmp_path, IDS), str(out), quiet=True)
+        message = str(error.value)
+        assert message.startswith(f"sweep output directory {out} is in use by pid {holder.pid} on host ")
+        assert message.endswith("wait for it to end or choose another --out") and "\n" not in message
+        assert sorted(os.listdir(out)) == before == ["sweep.lock"]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 @pytest.mark.slow
 def test_sweep_command_writes_one_row_per_member_and_exports_a_resumable_member(tmp_path):
     from tests.helpers import wandb_offline_runs
