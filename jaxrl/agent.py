@@ -154,6 +154,67 @@ class Agent(NamedTuple):
     sample_with_state: Callable[..., Any] | None = None
 
 
+def check_config_type(agent: Agent, cfg) -> None:
+    """``cfg`` is ``agent``'s Config (or a subclass of it): another agent's config fails far from here otherwise."""
+    from jaxrl import ConfigError
+
+    if not isinstance(cfg, agent.Config):
+        raise ConfigError(f"the config is a {type(cfg).__module__}.{type(cfg).__qualname__}, not agent "
+                          f"{agent.name!r}'s {agent.Config.__module__}.{agent.Config.__qualname__} (another agent's "
+                          f"config?): build it with {agent.Config.__qualname__}(...)")
+
+
+def checked_update(agent_name: str, before, output):
+    """``(state, metrics)`` of an update, checked while it is traced (no cost in the compiled program): the loop
+    carries the state through ``lax.scan``, which fails deep inside XLA's tracing (dozens of lines) when an update
+    returns another structure, a leaf of another shape or dtype, or other than two values. Each is one
+    ``ConfigError`` naming the leaf, before anything compiles. Metrics must be scalars: a vector would be averaged
+    over its entries without a word, so it is refused (reduce it in the update, e.g. ``jnp.mean``)."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxrl import ConfigError
+    from jaxrl import progress as progress_lib
+
+    if not (isinstance(output, tuple) and len(output) == 2):
+        what = (f"a {type(output).__name__} of {len(output)} value(s)" if isinstance(output, (tuple, list))
+                else f"a {type(output).__name__}")
+        raise ConfigError(f"{agent_name}'s update returned {what}: it must return (state, metrics)")
+    state, metrics = output
+    flat_before, tree_before = jax.tree_util.tree_flatten_with_path(progress_lib.detach(before))
+    try:
+        flat_after, tree_after = jax.tree_util.tree_flatten_with_path(progress_lib.detach(state))
+    except (AttributeError, TypeError):
+        raise ConfigError(f"{agent_name}'s update returned a {type(state).__name__} as its state: it must return "
+                          f"the {type(before).__name__} it was given, updated (state.replace(...))") from None
+    paths_before = [jax.tree_util.keystr(p) for p, _ in flat_before]
+    paths_after = [jax.tree_util.keystr(p) for p, _ in flat_after]
+    if paths_before != paths_after:
+        changed = sorted(set(paths_before) ^ set(paths_after)) or ["(the same leaves, in another order)"]
+        raise ConfigError(f"{agent_name}'s update changes the state's structure (leaves added or removed: "
+                          f"{', '.join(changed[:4])}{', ...' if len(changed) > 4 else ''}): it must return the state "
+                          "it was given, with every leaf updated in place")
+    for path, (_, x), (_, y) in zip(paths_before, flat_before, flat_after, strict=True):
+        x, y = jnp.asarray(x), jnp.asarray(y)
+        if (x.shape, x.dtype) != (y.shape, y.dtype):
+            raise ConfigError(f"{agent_name}'s update changes state leaf {path} from {x.dtype}{list(x.shape)} to "
+                              f"{y.dtype}{list(y.shape)}: every leaf must keep its shape and dtype (the loop carries "
+                              "the state through a scan)")
+    if tree_before != tree_after:
+        raise ConfigError(f"{agent_name}'s update changes the state's static fields (its pytree's auxiliary data: "
+                          "modules, configs): they must stay what init built")
+    if not isinstance(metrics, Mapping):
+        raise ConfigError(f"{agent_name}'s update returned a {type(metrics).__name__} as its metrics: it must be a "
+                          "dict of scalar arrays ({} for none)")
+    for name, value in metrics.items():
+        if not isinstance(name, str):
+            raise ConfigError(f"{agent_name}'s update returned a metric named {name!r}: names must be strings")
+        if jnp.ndim(value) != 0:
+            raise ConfigError(f"{agent_name}'s update returned metric {name!r} of shape {list(jnp.shape(value))}: "
+                              "metrics must be scalars (reduce it in the update, e.g. jnp.mean)")
+    return state, metrics
+
+
 def draw_batch(agent: Agent, state, buffer, key, cfg):
     """The batch ``agent.update`` trains on next: ``sample_with_state`` where the agent has one, else
     ``sample_batch`` (what the loop and the harness call)."""

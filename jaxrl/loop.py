@@ -30,7 +30,7 @@ from jaxrl import buffer as buffer_lib
 from jaxrl import pbt as pbt_lib
 from jaxrl import progress as progress_lib
 from jaxrl import sharding as sharding_lib
-from jaxrl.agent import Agent, draw_batch
+from jaxrl.agent import Agent, check_config_type, checked_update, draw_batch
 from jaxrl.evaluate import evaluate
 from jaxrl.normalization import (
     Normalizers,
@@ -410,7 +410,8 @@ def learn(program: Program, agent_state, hparams, buffer, normalizers, key, coun
         now = progress.replace(updates=progress.updates + index)
         agent_state = progress_lib.attach(agent_state, now)
         batch = prepare(program, draw_batch(program.agent, agent_state, buffer, sample_key, hparams), normalizers)
-        agent_state, metrics = program.agent.update(agent_state, batch, update_key, hparams)
+        agent_state, metrics = checked_update(program.agent.name, agent_state,
+                                              program.agent.update(agent_state, batch, update_key, hparams))
         return progress_lib.detach(agent_state), metrics
 
     steps = (jax.random.split(key, count), jnp.arange(count, dtype=jnp.int32))
@@ -625,7 +626,18 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_
              ) -> Program:
     """The Program for ``agent`` on ``env``, validating the sizes first (ConfigError, one line). With ``pbt`` the
     members form a population (``jaxrl.pbt``), checked against the members in ``init_members``."""
+    check_config_type(agent, agent_cfg)
     agent.check_config(agent_cfg)
+    # The buffer and the scans are sized by the loop's num_envs: a training batch of another size fails deep in
+    # tracing. (The evaluation resets its env at loop.num_eval_envs, whatever the batch was made with.)
+    if getattr(env, "num_envs", loop.num_envs) != loop.num_envs:
+        raise ConfigError(f"env steps {env.num_envs} envs at once but loop.num_envs is {loop.num_envs}: make it with "
+                          f"envs.make(name, {loop.num_envs})")
+    for name, batch in (("env", env), ("eval_env", eval_env)):
+        if getattr(batch, "action_repeat", loop.action_repeat) != loop.action_repeat:
+            raise ConfigError(f"{name} repeats each action {batch.action_repeat} times but loop.action_repeat is "
+                              f"{loop.action_repeat}: make it with envs.make(name, n, action_repeat="
+                              f"{loop.action_repeat})")
     schedule = make_schedule(loop)
     refresh_interval = agent.refresh_interval(agent_cfg)
     if not isinstance(refresh_interval, int) or isinstance(refresh_interval, bool) or refresh_interval < 0:

@@ -41,6 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl import progress as progress_lib
+from jaxrl.agent import check_config_type, checked_update
 
 
 class AgentCheckError(AssertionError):
@@ -148,22 +149,21 @@ def _update(setup: _Setup, state, batch, key, cfg, updates: int = 10, update_fn=
     """One update as the loop calls it, with ``state.progress`` at ``updates``; returns (state, metrics)."""
     fn = update_fn or setup.agent.update
     now = setup.progress(updates, setup.program.first_update_env_step + updates)
-    new_state, metrics = fn(progress_lib.attach(state, now), batch, key, cfg)
+    attached = progress_lib.attach(state, now)
+    new_state, metrics = checked_update(setup.agent.name, attached, fn(attached, batch, key, cfg))
     return progress_lib.detach(new_state), metrics
 
 
 def check_shapes(setup: _Setup) -> None:
-    out = jax.eval_shape(functools.partial(_update, setup), setup.state, setup.batches[0], jax.random.PRNGKey(0),
-                         _traced(setup.cfg))[0]
-    before, after = _paths(setup.state), _paths(out)
-    if [p for p, _ in before] != [p for p, _ in after]:
-        missing = sorted({p for p, _ in before} ^ {p for p, _ in after})
-        _fail("shapes", f"update changes the state's structure (leaves added or removed: {', '.join(missing[:4])})")
-    for (path, x), (_, y) in zip(before, after, strict=True):
-        x = jnp.asarray(x)
-        if (x.shape, x.dtype) != (y.shape, y.dtype):
-            _fail("shapes", f"update changes state leaf {path} from {x.dtype}{list(x.shape)} to "
-                            f"{y.dtype}{list(y.shape)}: the loop's scan needs every leaf to keep its shape and dtype")
+    """What the loop checks while tracing (``jaxrl.agent.checked_update``): two values, the state's structure,
+    every leaf's shape and dtype, scalar metrics."""
+    from jaxrl import ConfigError
+
+    try:
+        jax.eval_shape(functools.partial(_update, setup), setup.state, setup.batches[0], jax.random.PRNGKey(0),
+                       _traced(setup.cfg))
+    except ConfigError as e:
+        _fail("shapes", str(e))
 
 
 def check_compiles_once(setup: _Setup) -> None:
@@ -459,6 +459,7 @@ def check_agent(agent, cfg=None, *, env: str = "toy/Pendulum", q_fn: Callable | 
 
     cfg = agent.Config() if cfg is None else cfg
     try:
+        check_config_type(agent, cfg)
         agent.check_config(cfg)
     except ConfigError as e:
         _fail("config", str(e))

@@ -191,6 +191,74 @@ def test_make_train_refuses_before_building_anything():
         make_train(sac, env, env, dataclasses.replace(LOOP, learning_starts=1000), sac.Config(batch_size=32))
 
 
+def _returns_three(state, batch, key, cfg):
+    import agents.sac
+
+    state, metrics = agents.sac.update(state, batch, key, cfg)
+    return state, metrics, {}
+
+
+def _casts_a_leaf(state, batch, key, cfg):
+    import agents.sac
+
+    state, metrics = agents.sac.update(state, batch, key, cfg)
+    return state.replace(log_alpha=state.log_alpha.astype(jnp.float16)), metrics
+
+
+def _drops_a_leaf(state, batch, key, cfg):
+    import agents.sac
+
+    state, metrics = agents.sac.update(state, batch, key, cfg)
+    return state.replace(alpha_opt_state=()), metrics
+
+
+def _vector_metric(state, batch, key, cfg):
+    import agents.sac
+
+    state, metrics = agents.sac.update(state, batch, key, cfg)
+    return state, {**metrics, "q_per_sample": jnp.zeros(cfg.batch_size)}
+
+
+@pytest.mark.parametrize("update, fragments", [
+    (_returns_three, ["broken's update returned a tuple of 3 value(s): it must return (state, metrics)"]),
+    (_casts_a_leaf, ["broken's update changes state leaf .log_alpha from float32[] to float16[]"]),
+    (_drops_a_leaf, ["broken's update changes the state's structure (leaves added or removed: ",
+                     ".alpha_opt_state"]),
+    (_vector_metric, ["broken's update returned metric 'q_per_sample' of shape [32]: metrics must be scalars"]),
+], ids=["three-values", "dtype", "structure", "vector-metric"])
+def test_an_update_that_breaks_the_loops_contract_is_one_line_before_compiling(update, fragments):
+    """Before: a 39-line scan error from inside XLA's tracing (exit 1), or a vector metric averaged silently."""
+    import envs
+    from jaxrl.loop import make_train
+
+    sac = get_agent("sac")
+    env = envs.make("toy/Pendulum", 4)
+    with pytest.raises(ConfigError) as error:
+        make_train(sac._replace(name="broken", update=update), env, env, LOOP, sac.Config(hidden_sizes=(16, 16),
+                                                                                            batch_size=32))
+    assert_one_line(error, *fragments)
+
+
+def test_make_train_and_check_agent_refuse_another_agents_config_and_a_mismatched_env_batch():
+    import envs
+    from jaxrl.loop import make_train
+    from jaxrl.testing import AgentCheckError, check_agent
+
+    sac, td3 = get_agent("sac"), get_agent("td3")
+    env = envs.make("toy/Pendulum", 4)
+    with pytest.raises(ConfigError) as error:
+        make_train(sac, env, env, LOOP, td3.Config(batch_size=32))
+    assert_one_line(error, "the config is a agents.td3.Config, not agent 'sac''s agents.sac.Config")
+    with pytest.raises(AgentCheckError, match=r"^\[config\] the config is a agents.td3.Config, not agent 'sac'"):
+        check_agent(sac, td3.Config(batch_size=32))
+    with pytest.raises(ConfigError) as error:
+        make_train(sac, envs.make("toy/Pendulum", 3), env, LOOP, sac.Config(batch_size=32))
+    assert_one_line(error, f"env steps 3 envs at once but loop.num_envs is {LOOP.num_envs}")
+    with pytest.raises(ConfigError) as error:
+        make_train(sac, envs.make("toy/Pendulum", 4, action_repeat=2), env, LOOP, sac.Config(batch_size=32))
+    assert_one_line(error, "env repeats each action 2 times but loop.action_repeat is 1")
+
+
 # --------------------------------------------------------------------------------------- config file types
 
 
