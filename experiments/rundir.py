@@ -22,6 +22,7 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
 import shutil
 import socket
@@ -146,7 +147,8 @@ def default_run_dir(agent_name: str, env: str, parent: str = "runs") -> str:
     os.makedirs(parent, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     while True:
-        path = os.path.join(parent, f"{agent_name}-{env.replace('/', '-')}-{stamp}-{secrets.token_hex(3)}")
+        label = re.sub(r"[^A-Za-z0-9_.-]+", "-", agent_name).strip("-")  # a plug-in's import path has ':'
+        path = os.path.join(parent, f"{label}-{env.replace('/', '-')}-{stamp}-{secrets.token_hex(3)}")
         try:
             os.mkdir(path)
             return path

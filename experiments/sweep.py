@@ -260,7 +260,7 @@ def load(path: str) -> Sweep:
         return {s: {**(source[s] if source else {}), **data.get(s, {})} for s in SECTIONS}
 
     base = base_for(None)
-    agent_spec = agent_name or "sac"
+    agent_spec = "sac" if agent_name is None else agent_name  # agent = "" is refused (get_agent), not the default
     agent = get_agent(agent_spec)
     code = provenance.plugin_code(agent_spec)
     envs, seeds = _envs_and_seeds(data, base)

@@ -626,6 +626,9 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_
              ) -> Program:
     """The Program for ``agent`` on ``env``, validating the sizes first (ConfigError, one line). With ``pbt`` the
     members form a population (``jaxrl.pbt``), checked against the members in ``init_members``."""
+    if not isinstance(agent.name, str) or not agent.name.strip():
+        raise ConfigError(f"the agent's name is {agent.name!r}: give Agent(name=...) a name (run directories, "
+                          "summaries and plots show it)")
     check_config_type(agent, agent_cfg)
     agent.check_config(agent_cfg)
     # The buffer and the scans are sized by the loop's num_envs: a training batch of another size fails deep in

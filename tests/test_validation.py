@@ -252,6 +252,9 @@ def test_make_train_and_check_agent_refuse_another_agents_config_and_a_mismatche
     with pytest.raises(AgentCheckError, match=r"^\[config\] the config is a agents.td3.Config, not agent 'sac'"):
         check_agent(sac, td3.Config(batch_size=32))
     with pytest.raises(ConfigError) as error:
+        make_train(sac._replace(name=""), env, env, LOOP, sac.Config(batch_size=32))
+    assert_one_line(error, "the agent's name is ''")
+    with pytest.raises(ConfigError) as error:
         make_train(sac, envs.make("toy/Pendulum", 3), env, LOOP, sac.Config(batch_size=32))
     assert_one_line(error, f"env steps 3 envs at once but loop.num_envs is {LOOP.num_envs}")
     with pytest.raises(ConfigError) as error:
