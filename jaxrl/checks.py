@@ -89,13 +89,16 @@ def positive_ints(cfg, *names: str) -> None:
     """An int > 0 (batch size, dims, counts), or for a field annotated as a tuple (layer widths) a tuple of them;
     bools and floats are not ints."""
     annotations = {f.name: str(f.type) for f in dataclasses.fields(cfg)} if dataclasses.is_dataclass(cfg) else {}
+    # Counts reach the program as int32 (a scan length, a modulus of the update counter): a larger one overflows
+    # somewhere in XLA's tracing, far from the field that caused it.
+    ok = lambda v: 0 < (as_int(v) or 0) <= INT32_MAX  # noqa: E731
     for name in names:
         value = getattr(cfg, name)
         if "tuple" in annotations.get(name, "") or isinstance(value, (tuple, list)):
-            if not isinstance(value, (tuple, list)) or not all((as_int(v) or 0) > 0 for v in value):
-                raise ConfigError(f"{name} must be a tuple of integers > 0, got {show(value)}")
-        elif (as_int(value) or 0) <= 0:
-            raise ConfigError(f"{name} must be an integer > 0, got {show(value)}")
+            if not isinstance(value, (tuple, list)) or not all(ok(v) for v in value):
+                raise ConfigError(f"{name} must be a tuple of integers > 0 (and <= {INT32_MAX}), got {show(value)}")
+        elif not ok(value):
+            raise ConfigError(f"{name} must be an integer > 0 (and <= {INT32_MAX}), got {show(value)}")
 
 
 def bounds_ordered(cfg, low_name: str, high_name: str) -> None:

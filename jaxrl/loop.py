@@ -112,8 +112,8 @@ def check_loop_config(cfg: LoopConfig) -> None:
     """Raise ConfigError (one line) for LoopConfig values the loop cannot run; ``make_schedule`` calls it."""
     for field in ("steps", "num_envs", "num_eval_envs", "eval_every", "buffer_size", "action_repeat"):
         value = getattr(cfg, field)
-        if (checks.as_int(value) or 0) <= 0:
-            raise ConfigError(f"{field} must be a positive integer, got {value!r}")
+        if not 0 < (checks.as_int(value) or 0) <= checks.INT32_MAX:  # the program counts them in int32
+            raise ConfigError(f"{field} must be a positive integer <= {checks.INT32_MAX}, got {value!r}")
     if cfg.learning_starts is not None and (checks.as_int(cfg.learning_starts) is None or cfg.learning_starts < 0):
         raise ConfigError(f"learning_starts must be an integer >= 0 env steps, got {cfg.learning_starts!r}")
     if cfg.learning_starts is not None and cfg.learning_starts >= cfg.steps:
@@ -125,8 +125,9 @@ def check_loop_config(cfg: LoopConfig) -> None:
         raise ConfigError(f"warmup={cfg.warmup!r} is not one of: uniform, policy")
     checks.require(cfg, "updates_per_step", lambda x: 0 < x <= MAX_UPDATES_PER_STEP,
                    f"a finite number in (0, {MAX_UPDATES_PER_STEP}] updates per transition")
-    if cfg.episode_length is not None and (checks.as_int(cfg.episode_length) or 0) <= 0:
-        raise ConfigError(f"episode_length must be a positive integer of env steps or None, got {cfg.episode_length!r}")
+    if cfg.episode_length is not None and not 0 < (checks.as_int(cfg.episode_length) or 0) <= checks.INT32_MAX:
+        raise ConfigError(f"episode_length must be a positive integer of env steps (<= {checks.INT32_MAX}) or None, "
+                          f"got {cfg.episode_length!r}")
     checks.positive(cfg, "reward_scale_max_return")
 
     per_iter = cfg.updates_per_step * cfg.num_envs
@@ -631,6 +632,12 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_
                           "summaries and plots show it)")
     check_config_type(agent, agent_cfg)
     agent.check_config(agent_cfg)
+    schedule = make_schedule(loop)
+    refresh_interval = agent.refresh_interval(agent_cfg)
+    if not isinstance(refresh_interval, int) or isinstance(refresh_interval, bool) or refresh_interval < 0:
+        raise ConfigError(f"{agent.name}'s refresh_interval is {refresh_interval!r}: it must be a whole number of env "
+                          "steps >= 0 (0: never), read from a static field of its Config")
+    observation_roles(env.spec, loop)
     # The buffer and the scans are sized by the loop's num_envs: a training batch of another size fails deep in
     # tracing. (The evaluation resets its env at loop.num_eval_envs, whatever the batch was made with.)
     if getattr(env, "num_envs", loop.num_envs) != loop.num_envs:
@@ -641,12 +648,12 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_
             raise ConfigError(f"{name} repeats each action {batch.action_repeat} times but loop.action_repeat is "
                               f"{loop.action_repeat}: make it with envs.make(name, n, action_repeat="
                               f"{loop.action_repeat})")
-    schedule = make_schedule(loop)
-    refresh_interval = agent.refresh_interval(agent_cfg)
-    if not isinstance(refresh_interval, int) or isinstance(refresh_interval, bool) or refresh_interval < 0:
-        raise ConfigError(f"{agent.name}'s refresh_interval is {refresh_interval!r}: it must be a whole number of env "
-                          "steps >= 0 (0: never), read from a static field of its Config")
-    observation_roles(env.spec, loop)
+    # An n-step return longer than an episode only ever sums across its end (every sampled window is cut short),
+    # and the buffer's window gather costs n per sample: 10^6 ran 1000x slower and learned nothing more.
+    n_step = getattr(agent_cfg, "n_step", 1)
+    if isinstance(n_step, int) and n_step > env.spec.decisions_per_episode:
+        raise ConfigError(f"n_step={n_step} is longer than {env.name}'s episodes ({env.spec.decisions_per_episode} "
+                          f"agent decisions): use an n_step <= {env.spec.decisions_per_episode} (1-5 is usual)")
     layout = buffer_layout(agent, loop, env.spec)
     if agent_cfg.batch_size <= 0 or agent_cfg.batch_size > layout.rows * loop.num_envs:
         raise ConfigError(f"batch_size={agent_cfg.batch_size} must be between 1 and the buffer's "

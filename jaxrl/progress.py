@@ -42,13 +42,17 @@ class Progress:
 
     @property
     def fraction(self) -> jax.Array:
-        """env_steps / planned_env_steps, in [0, 1]: the fraction of the run's env steps collected."""
-        return self.env_steps.astype(jnp.float32) / jnp.maximum(self.planned_env_steps, 1).astype(jnp.float32)
+        """env_steps / planned_env_steps, in [0, 1]: the fraction of the run's env steps collected. A program run
+        past its planned end (``run_chunk`` called again from Python) stays at 1: schedules hold their end values
+        rather than extrapolate."""
+        done = self.env_steps.astype(jnp.float32) / jnp.maximum(self.planned_env_steps, 1).astype(jnp.float32)
+        return jnp.minimum(done, 1.0)
 
     @property
     def update_fraction(self) -> jax.Array:
-        """updates / planned_updates, in [0, 1]: the fraction of the run's gradient updates done."""
-        return self.updates.astype(jnp.float32) / jnp.maximum(self.planned_updates, 1).astype(jnp.float32)
+        """updates / planned_updates, in [0, 1]: the fraction of the run's gradient updates done (1 past the plan)."""
+        done = self.updates.astype(jnp.float32) / jnp.maximum(self.planned_updates, 1).astype(jnp.float32)
+        return jnp.minimum(done, 1.0)
 
     def interpolate(self, start, end, over=1.0, by: str = "env_steps") -> jax.Array:
         """Linear from ``start`` (at the run's start) to ``end`` (once ``over`` of the run is done), constant after;

@@ -57,6 +57,8 @@ BAD = {
     ],
     "td3": COMMON_SAC_LIKE + [
         ("hidden_sizes", (256, 0), "(256, 0)"), ("policy_delay", 0, "0"), ("policy_delay", 1.5, "1.5"),
+        ("policy_delay", 99_999_999_999, "99999999999"), ("hidden_sizes", (2**31, 8), "(2147483648, 8)"),
+        ("batch_size", 2**40, "1099511627776"),
         ("policy_noise", -0.2, "-0.2"), ("policy_noise", NAN, "nan"), ("noise_clip", -0.5, "-0.5"),
         ("noise_clip", INF, "inf"), ("exploration_noise", -0.1, "-0.1"), ("exploration_noise", NAN, "nan"),
     ],
@@ -160,6 +162,9 @@ BAD_LOOP = [
     (dict(episode_length=-5), ["episode_length", "-5"]),
     (dict(episode_length=1.5), ["episode_length", "1.5"]),
     (dict(num_envs=True), ["num_envs", "True"]),
+    (dict(episode_length=99_999_999_999), ["episode_length", "<= 2147483647", "99999999999"]),
+    (dict(eval_every=2**32), ["eval_every must be a positive integer <= 2147483647", "4294967296"]),
+    (dict(num_eval_envs=2**33), ["num_eval_envs", "8589934592"]),
 ]
 
 
@@ -237,6 +242,30 @@ def test_an_update_that_breaks_the_loops_contract_is_one_line_before_compiling(u
         make_train(sac._replace(name="broken", update=update), env, env, LOOP, sac.Config(hidden_sizes=(16, 16),
                                                                                             batch_size=32))
     assert_one_line(error, *fragments)
+
+
+def test_an_n_step_return_longer_than_an_episode_is_refused_before_compiling():
+    """Before: --sac.n-step 1000000 trained (1000x slower, every window cut at the episode's end)."""
+    import envs
+    from jaxrl.loop import make_train
+
+    sac = get_agent("sac")
+    env = envs.make("toy/Pendulum", 4)
+    with pytest.raises(ConfigError) as error:
+        make_train(sac, env, env, LOOP, sac.Config(batch_size=32, n_step=1_000_000))
+    assert_one_line(error, "n_step=1000000 is longer than toy/Pendulum's episodes (200 agent decisions)")
+    make_train(sac, env, env, LOOP, sac.Config(batch_size=32, hidden_sizes=(8,), n_step=200))  # the longest allowed
+
+
+def test_progress_past_the_planned_end_stays_at_one():
+    """run_chunk called past the plan from Python: schedules hold their end values instead of extrapolating."""
+    from jaxrl import progress
+
+    late = progress.at(updates=300, env_steps=1500, planned_updates=100, planned_env_steps=1000)
+    assert float(late.fraction) == 1.0 and float(late.update_fraction) == 1.0
+    assert float(late.interpolate(1.0, 0.0, over=2.0)) == pytest.approx(0.5)  # half of 'over' is the whole run
+    early = progress.at(updates=25, env_steps=250, planned_updates=100, planned_env_steps=1000)
+    assert float(early.fraction) == 0.25 and float(early.update_fraction) == 0.25
 
 
 def test_make_train_and_check_agent_refuse_another_agents_config_and_a_mismatched_env_batch():
