@@ -12,6 +12,12 @@ runs, readable without running anything:
 * ``report.json``: the same rows (each seed's return too), the command and date, and each run's environment block:
   the results file a figure cites (``python bench/reproduce_table.py report.json`` prints the README's table).
 
+A report states only what ran: it covers every run under ``OUT/runs`` that has evaluated (whichever ``--tasks``
+trained it, and says which tasks it covers), and its command (one per set of settings), the settings that differ
+from the protocol's description and the action repeat are read from each run's config.json, never from the command
+that writes the report (``--report-only``). Every task's configs and run directory are checked before anything is
+printed or written: a refused command writes nothing.
+
 Finished tasks are skipped and interrupted ones resume from their checkpoints when the command is rerun.
 """
 from __future__ import annotations
@@ -86,7 +92,7 @@ class Plan:
     tables: dict[str, dict[str, Any]]  # the --steps / --override values, resolved again per task (task tables)
     unverified: str = ""  # the config's settings no source confirms as the published baseline's
     agent_name: str | None = None  # --agent: a plug-in trained under the protocol in place of its agent
-    overrides: tuple[str, ...] = ()  # the --override arguments as given (the report's command repeats them)
+    overrides: tuple[str, ...] = ()  # the --override arguments as given (a report states the runs' own: what_ran)
 
     def configs_for(self, task: str):
         """(run, loop, agent config) of one task: the config file's task tables apply under the overrides."""
@@ -133,9 +139,13 @@ def make_plan(config: str, tasks: list[str] | None, steps: int | None, seeds: in
             raise ConfigError(f"unknown task {task!r}; valid: names from `jaxrl envs`, e.g. dmc/CheetahRun")
     from experiments.train import validate
 
-    for task in tasks:  # every task's own values must be valid before the first one trains (one-line errors)
+    # Every task's own values (its task table under the overrides) must be valid before anything is printed or
+    # written and the first task trains: a refused command writes nothing (one-line errors). The same checks as
+    # training's first ones (train._prepare: validate, then the agent's check_config).
+    for task in tasks:
         task_config = rundir.resolve(agent_name, config=config, tables=tables, env=task)
-        validate(task_config.run, task_config.loop)
+        validate(dataclasses.replace(task_config.run, env=task, seeds=seeds), task_config.loop)
+        task_config.agent.check_config(task_config.agent_cfg)
     return Plan(agent, config, saved.get("description", ""), spec.get("algorithm", agent.name), tasks, seeds,
                 spec.get("max_return"), run, loop, agent_cfg, tables, spec.get("unverified", ""), agent_name,
                 tuple(overrides))
@@ -150,11 +160,45 @@ def _parse_value(text: str):
         return text
 
 
-def run_tasks(plan: Plan, out_dir: str, quiet: bool = False) -> None:
-    from experiments.train import continue_or_start
+def task_dir(out_dir: str, task: str) -> str:
+    return os.path.join(out_dir, "runs", task.replace("/", "-"))
+
+
+def check_run_dirs(plan: Plan, out_dir: str) -> None:
+    """Refuse, before the first task trains, a task whose run directory holds a run of other settings: the refusal
+    ``train.continue_or_start`` gives when that task's turn comes (the same comparison), said before anything is
+    written instead of after the tasks before it trained."""
+    from jaxrl.loop import written_down
 
     for task in plan.tasks:
-        run_dir = os.path.join(out_dir, "runs", task.replace("/", "-"))
+        run_dir = task_dir(out_dir, task)
+        if not rundir.run_files(run_dir):
+            continue
+        base = rundir.resolve(saved=rundir.load_saved(run_dir), run_dir=run_dir)
+        run, loop, agent_cfg = plan.configs_for(task)
+        if type(base.agent_cfg) is not type(agent_cfg):
+            raise ConfigError(f"{run_dir} holds a run of agent {base.agent.name!r}, not {plan.agent.name!r}; results "
+                              "are never relabelled: choose another output directory")
+        changes = rundir.differences(base, run, written_down(loop), agent_cfg)
+        defining = [f"run.{f}" for f in rundir.RUN_FIXED]
+        different = {name: change for name, change in changes.items()
+                     if name in defining or name.split(".")[0] in ("loop", "agent_config") and name != "loop.steps"}
+        if base.pbt is not None:
+            different["pbt"] = (base.pbt, None)
+        if different:
+            name, (old, new) = next(iter(different.items()))
+            raise ConfigError(f"{run_dir} holds a run with other settings ({name}: {old!r} there, {new!r} now); "
+                              "results are never relabelled: choose another output directory")
+
+
+def run_tasks(plan: Plan, out_dir: str, quiet: bool = False, checked: bool = False) -> None:
+    """Train (or continue, or reuse) each task's run; ``checked``: ``check_run_dirs`` already passed."""
+    from experiments.train import continue_or_start
+
+    if not checked:
+        check_run_dirs(plan, out_dir)
+    for task in plan.tasks:
+        run_dir = task_dir(out_dir, task)
         run, loop, agent_cfg = plan.configs_for(task)
         run = dataclasses.replace(run, run_dir=run_dir)
         if not quiet:
@@ -186,23 +230,119 @@ def not_comparable(task: str, targets: dict[str, list[dict[str, Any]]], algorith
     return None
 
 
+@dataclasses.dataclass(frozen=True)
+class Ran:
+    """One run under ``OUT/runs`` as it ran (its ``config.json``): what the report states about it."""
+
+    task: str  # the task its directory is named for
+    env: str  # the env it trained, by today's name: what ``--tasks`` names to train it again
+    agent: str  # the agent's name
+    agent_arg: str | None  # ``--agent`` of the command that trains it; None: the config's own agent
+    steps: int  # its loop.steps
+    seeds: int
+    overrides: tuple[str, ...]  # the ``--override`` arguments that give its settings on top of the protocol's
+    changes: tuple[str, ...]  # "field protocol -> ran" for each setting of it that is not the protocol's
+    action_repeat: int
+    environment: dict | None  # its config.json's provenance block
+
+    @property
+    def settings(self) -> tuple:
+        """What one command gives every task it trains."""
+        return self.agent_arg, self.steps, self.seeds, self.overrides
+
+
+def _toml(value) -> str:
+    """A value as ``--override`` reads it (TOML): ``[16, 16]``, ``true``, ``"jax"``, ``0.0003``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_toml(v) for v in value) + "]"
+    if isinstance(value, str):
+        return json.dumps(value)
+    return "none" if value is None else repr(value)  # None has no TOML spelling: only a config file's default has it
+
+
+def what_ran(plan: Plan, task: str, run_dir: str) -> Ran:
+    """``run_dir``'s run as it ran, set against config ``plan.config_name``'s protocol for its env.
+
+    The command and the changes come from the run's own config.json, neither from the command that writes the report
+    (``--report-only`` has none of the runs' flags) nor from one recorded beside the run: the saved configs are what
+    trained, every source applied (a ``--steps`` that continued it, a rerun with other flags, a run that ``jaxrl
+    train`` put there), and diffing them against the protocol resolved today gives the ``--override``s that train the
+    same run from today's config file, also where that file changed since. A directory without config.json (written
+    by hand) is taken to hold the plan's settings."""
+    from experiments import configs
+    from jaxrl.loop import written_down
+
+    config = configs.load(plan.config_name)
+    own_agent = config.get("agent") or "sac"
+    if os.path.exists(os.path.join(run_dir, "config.json")):
+        saved = rundir.load_saved(run_dir)
+        ran = rundir.resolve(saved=saved, run_dir=run_dir)
+        agent_arg = None if saved.get("agent") == own_agent else saved.get("agent")
+        run, loop, agent_cfg, environment = ran.run, ran.loop, ran.agent_cfg, saved.get("environment")
+    else:
+        agent_arg, environment = plan.agent_name, None
+        run, loop, agent_cfg = plan.configs_for(task)
+    try:
+        protocol = rundir.resolve(agent_arg, config=plan.config_name, env=run.env)
+        # At the run's steps: a loop default that depends on them (learning_starts) is what --steps gives.
+        at_steps = rundir.resolve(agent_arg, config=plan.config_name, tables={"loop": {"steps": loop.steps}},
+                                  env=run.env)
+    except ConfigError as e:
+        raise ConfigError(f"{run_dir} holds no run of config {plan.config_name}'s protocol ({e}); move it out of "
+                          f"{os.path.dirname(run_dir)} to report on the others") from None
+    if type(at_steps.agent_cfg) is not type(agent_cfg):
+        raise ConfigError(f"{run_dir} holds a run of another agent than config {plan.config_name}'s ({own_agent}); "
+                          f"move it out of {os.path.dirname(run_dir)} to report on the others")
+    at_steps = dataclasses.replace(at_steps, loop=written_down(at_steps.loop))
+    seeds = config["reproduce"].get("seeds", 1)
+    changes = [f"loop.steps {protocol.loop.steps} -> {loop.steps}"] if loop.steps != protocol.loop.steps else []
+    changes += [f"seeds {seeds} -> {run.seeds}"] if run.seeds != seeds else []
+    overrides = []
+    stated = {"run": protocol.run, "loop": written_down(protocol.loop), "agent_config": protocol.agent_cfg}
+    for name, (_, after) in rundir.differences(at_steps, run, written_down(loop), agent_cfg).items():
+        section, _, field = name.partition(".")
+        # The env, seeds and steps are the command's own flags; run fields outside RUN_FIXED (checkpoints, logging)
+        # change no result.
+        if name in ("run.env", "run.seeds", "loop.steps") or section == "run" and field not in rundir.RUN_FIXED:
+            continue
+        overrides.append(f"{name}={_toml(after)}")
+        # The protocol's value as the config states it (eval_every 100000, not the 3000 it shrinks to at --steps 3000)
+        changes.append(f"{name} {_toml(getattr(stated[section], field))} -> {_toml(after)}")
+    return Ran(task, run.env, at_steps.agent.name, agent_arg, loop.steps, run.seeds, tuple(overrides), tuple(changes),
+               loop.action_repeat, environment)
+
+
+def runs_under(plan: Plan, out_dir: str) -> list[tuple[str, str]]:
+    """(task, run directory) of every run under ``out_dir/runs`` that has evaluated, whatever command trained it:
+    the plan's tasks first, in its order, then the others."""
+    import envs
+
+    root = os.path.join(out_dir, "runs")
+    names = {task.replace("/", "-"): task for task in [*envs.list_envs(), *plan.tasks]}
+    order = {task.replace("/", "-"): k for k, task in enumerate(plan.tasks)}
+    found = []
+    for name in sorted(os.listdir(root) if os.path.isdir(root) else [], key=lambda n: (order.get(n, len(order)), n)):
+        run_dir = os.path.join(root, name)
+        if os.path.isfile(os.path.join(run_dir, "metrics.jsonl")) and len(curves(run_dir)[0]):
+            found.append((names.get(name, name), run_dir))
+    return found
+
+
 def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
-    """report.md (+ report.json and PNGs) from the runs under ``out_dir``; returns the report's path."""
+    """report.md (+ report.json and PNGs) from every run under ``out_dir`` as it ran: its tasks, commands, settings
+    and numbers are the runs', whichever command trained them (``plan`` gives the protocol: config, published
+    algorithm, description); returns the report's path."""
     targets = load_targets(targets_path, plan.algorithm)
-    tasks, rows, per_task, environments = [], [], {}, {}
-    for task in plan.tasks:
-        run_dir = os.path.join(out_dir, "runs", task.replace("/", "-"))
-        if not os.path.exists(os.path.join(run_dir, "metrics.jsonl")):
-            continue
+    tasks, rows, per_task, environments, ran = [], [], {}, {}, {}
+    for task, run_dir in runs_under(plan, out_dir):
         steps, returns = curves(run_dir)
-        if not len(steps):
-            continue
         tasks.append(task)
+        ran[task] = what_ran(plan, task, run_dir)
+        environments[task] = ran[task].environment
         # The env the run trained, by today's name: a run saved before its task followed dm_control is Playground's.
-        saved = os.path.exists(os.path.join(run_dir, "config.json"))
-        trained = rundir.load_saved(run_dir)["run"]["env"] if saved else task
-        environments[task] = rundir.load_saved(run_dir).get("environment") if saved else None
-        reason = not_comparable(trained, targets, plan.algorithm)
+        reason = not_comparable(ran[task].env, targets, plan.algorithm)
         # A task that is not comparable is never set beside a published number: no column, no point on its curve.
         published = targets.get(dmc_task_name(task) or task, []) if reason is None else []
         per_task[task] = (steps, returns, published)
@@ -220,17 +360,35 @@ def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
         _plot_task(task, steps, returns, published, os.path.join(out_dir, f"curve_{task.replace('/', '-')}.png"),
                    plan.algorithm)
     if not tasks:
-        raise ConfigError(f"no finished runs under {out_dir}/runs to report on")
+        raise ConfigError(f"no run under {out_dir}/runs has evaluated yet: nothing to report on")
+    commands = commands_of(plan, ran)
+    unfinished = {task: (int(per_task[task][0][-1]), r.steps) for task, r in ran.items()
+                  if per_task[task][0][-1] < r.steps}
     aggregate = _aggregate(plan, per_task, out_dir)
     path = os.path.join(out_dir, "report.md")
     with open(path, "w") as f:
-        f.write(_markdown(plan, rows, aggregate, tasks, targets_path) + _environment_section(environments))
+        f.write(_markdown(plan, rows, aggregate, ran, commands, unfinished, out_dir, targets_path)
+                + _environment_section(environments))
     with open(os.path.join(out_dir, "report.json"), "w") as f:
-        # The command and date make the file a results file a figure can cite (bench/reproduce_table.py).
-        json.dump({"config": plan.config_name, "algorithm": plan.algorithm, "command": command_line(plan, tasks),
+        # The command and date make the file a results file a figure can cite (bench/reproduce_table.py). "command"
+        # trains every run reported (one command, or one per set of settings joined by &&); "commands" per task.
+        json.dump({"config": plan.config_name, "algorithm": plan.algorithm, "tasks": tasks,
+                   "command": " && ".join(dict.fromkeys(commands.values())), "commands": commands,
+                   "changed_from_protocol": {task: list(r.changes) for task, r in ran.items()},
+                   "unfinished": {task: {"env_steps": done, "steps": steps}
+                                  for task, (done, steps) in unfinished.items()},
                    "written": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"), "rows": rows,
                    "aggregate": aggregate, "environments": environments}, f, indent=2)
     return path
+
+
+def commands_of(plan: Plan, ran: dict[str, Ran]) -> dict[str, str]:
+    """{task: the command that trains its run}: one command for every task of the same settings."""
+    groups: dict[tuple, list[str]] = {}
+    for r in ran.values():
+        groups.setdefault(r.settings, []).append(r.env)
+    commands = {settings: command_line(plan.config_name, envs, *settings) for settings, envs in groups.items()}
+    return {task: commands[r.settings] for task, r in ran.items()}
 
 
 def _aggregate(plan: Plan, per_task, out_dir: str) -> dict[str, Any] | None:
@@ -294,24 +452,60 @@ def _fmt(x, digits=0):
     return "n/a" if x is None or (isinstance(x, float) and not math.isfinite(x)) else f"{x:.{digits}f}"
 
 
-def command_line(plan: Plan, tasks: list[str]) -> str:
-    """The command that trains ``tasks`` under ``plan`` (and so reproduces the report's runs)."""
-    return (f"jaxrl reproduce {plan.config_name} --tasks {' '.join(tasks)} --steps {plan.loop.steps} "
-            f"--seeds {plan.seeds}" + (f" --agent {plan.agent_name}" if plan.agent_name else "")
-            + "".join(f" --override {item}" for item in plan.overrides))
+def command_line(config: str, tasks: list[str], agent: str | None, steps: int, seeds: int,
+                 overrides: tuple[str, ...] = ()) -> str:
+    """The command that trains ``tasks`` with these settings (and so reproduces the report's runs)."""
+    import shlex
+
+    return (f"jaxrl reproduce {shlex.quote(config)} --tasks {' '.join(tasks)} --steps {steps} --seeds {seeds}"
+            + (f" --agent {agent}" if agent else "") + "".join(f" --override {shlex.quote(o)}" for o in overrides))
 
 
-def _markdown(plan: Plan, rows, aggregate, tasks, targets_path) -> str:
+def _same_for_all(ran: dict[str, Ran], what) -> str:
+    """``what`` of the runs: one value when they share it, else each value with the tasks that have it."""
+    tasks_of: dict[str, list[str]] = {}
+    for task, r in ran.items():
+        tasks_of.setdefault(what(r), []).append(task)
+    if len(tasks_of) == 1:
+        return next(iter(tasks_of))
+    return "; ".join(f"{', '.join(tasks)}: {value}" for value, tasks in tasks_of.items())
+
+
+def _markdown(plan: Plan, rows, aggregate, ran: dict[str, Ran], commands: dict[str, str], unfinished, out_dir,
+              targets_path) -> str:
     import envs
 
-    lines = [f"# Reproduction report: `{plan.config_name}` ({plan.agent.name})", "",
-             plan.description, "",
-             f"Command: `{command_line(plan, tasks)}`. Env steps count simulator steps (action repeat "
-             f"{plan.loop.action_repeat} included). Published numbers: `{os.path.basename(targets_path)}`, algorithm "
-             f"`{plan.algorithm}`.", "",
-             *([f"**Agent**: `{plan.agent_name}` trained under this protocol in place of its own agent; the published "
-                f"numbers are those of `{plan.algorithm}`.", ""] if plan.agent_name else []),
+    tasks = list(ran)
+    by_command: dict[str, list[str]] = {}
+    for task, command in commands.items():
+        by_command.setdefault(command, []).append(task)
+    if len(by_command) == 1:
+        command = [f"Command: `{next(iter(by_command))}`."]
+    else:  # never one command that did not run: each set of settings its own
+        command = ["The runs trained with different settings, by these commands:", "",
+                   *[f"- {', '.join(t)}: `{c}`" for c, t in by_command.items()], ""]
+    unfinished_text = ", ".join(f"{t} ({done:,} of {steps:,} env steps)" for t, (done, steps) in unfinished.items())
+    missing = [t for t in plan.tasks if t not in ran]
+    agents = sorted({r.agent_arg for r in ran.values() if r.agent_arg})
+    repeat = _same_for_all(ran, lambda r: str(r.action_repeat))
+    repeats = f"action repeat {repeat} included" if len({r.action_repeat for r in ran.values()}) == 1 \
+        else f"each run's action repeat included: {repeat}"
+    lines = [f"# Reproduction report: `{plan.config_name}` ({', '.join(sorted({r.agent for r in ran.values()}))})",
+             "", f"Protocol (config `{plan.config_name}`): {plan.description}", "",
              *([f"**Unverified protocol settings**: {plan.unverified}", ""] if plan.unverified else []),
+             # The protocol's prose above states the config's values: every one these runs changed is said here.
+             *([f"**Changed from the protocol** in these runs (the values above are the protocol's): "
+                f"{_same_for_all(ran, lambda r: ', '.join(r.changes) or 'none')}.", ""]
+               if any(r.changes for r in ran.values()) else []),
+             *([f"**Agent**: `{', '.join(agents)}` trained under this protocol in place of its own agent; the "
+                f"published numbers are those of `{plan.algorithm}`.", ""] if agents else []),
+             f"**Tasks**: this report covers every run under `{os.path.join(out_dir, 'runs')}` that has evaluated: "
+             f"{', '.join(tasks)}."
+             + (f" Not finished: {unfinished_text}; its command continues it." if unfinished else "")
+             + (f" No run of {', '.join(missing)}." if missing else ""), "",
+             *command,
+             f"Env steps count simulator steps ({repeats}). Published numbers: `{os.path.basename(targets_path)}`, "
+             f"algorithm `{plan.algorithm}`.", "",
              "## Per task", "",
              "| task | env steps | ours mean ± std (seeds) | published mean ± std (seeds) "
              "| (ours − published) / published std |",
@@ -408,8 +602,17 @@ def configs_tasks(config: str) -> list[str]:
 
 def reproduce(config: str, out_dir: str, tasks=None, steps=None, seeds=None, overrides=(), quiet=False,
               targets_path: str = TARGETS, agent: str | None = None) -> str:
-    plan = make_plan(config, tasks, steps, seeds, list(overrides), agent)
+    plan = make_plan(config, tasks, steps, seeds, list(overrides), agent)  # every config check: nothing written yet
+    check_run_dirs(plan, out_dir)
     note_unpublished(plan, targets_path)
-    os.makedirs(out_dir, exist_ok=True)
-    run_tasks(plan, out_dir, quiet)
+    # A task refused when its turn comes (its env cannot be built, its program does not fit) leaves no empty
+    # directory behind: those this command created and nothing was written into are removed.
+    created = sorted({d for task in plan.tasks for d in rundir.missing_dirs(task_dir(out_dir, task))},
+                     key=lambda d: d.count(os.sep), reverse=True)
+    try:
+        os.makedirs(out_dir, exist_ok=True)
+        run_tasks(plan, out_dir, quiet, checked=True)
+    except BaseException:
+        rundir.remove_if_empty(created)
+        raise
     return write_report(plan, out_dir, targets_path)

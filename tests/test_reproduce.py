@@ -1,4 +1,5 @@
 """``jaxrl reproduce``: task names against the targets table, the report's numbers, and its errors."""
+import dataclasses
 import json
 import os
 
@@ -8,7 +9,7 @@ import pytest
 import envs
 from experiments import configs, reproduce
 from jaxrl import ConfigError
-from tests.helpers import TINY_TABLES
+from tests.helpers import TINY_TABLES, assert_one_line_error
 
 
 def test_every_published_dmc_task_that_playground_has_maps_to_its_env():
@@ -224,3 +225,154 @@ def test_a_plugin_trains_under_a_protocol_and_is_reported_beside_its_agents_publ
     assert "**Agent**: `experiments.examples.redq:AGENT` trained under this protocol" in text
     assert "| dmc/CheetahRun | 100,000 | 300 ± 71 (2) | 300 ± 50 (3) | 0.00 |" in text
     assert "- dmc/CheetahRun: no environment recorded" in text  # fabricated: no config.json
+
+
+# ------------------------------------------------------------------- a report states only what ran (issue 45, 3)
+
+
+def _fabricate_run(out, plan, task, returns, env_steps=None):
+    """A finished run of ``plan``'s settings for ``task`` as training leaves it for the report: config.json (the
+    resolved configs, as train writes them) and one evaluation row per seed."""
+    from experiments import rundir
+    from jaxrl.loop import written_down
+
+    run, loop, agent_cfg = plan.configs_for(task)
+    run_dir = os.path.join(out, "runs", task.replace("/", "-"))
+    os.makedirs(run_dir)
+    saved = {"agent": plan.agent_name or plan.agent.name, "env_revision": envs.env_revision(task),
+             "run": rundir.config_to_dict(dataclasses.replace(run, run_dir=run_dir)),
+             "loop": rundir.config_to_dict(written_down(loop)), "agent_config": rundir.config_to_dict(agent_cfg)}
+    with open(os.path.join(run_dir, "config.json"), "w") as f:
+        json.dump(saved, f)
+    row = {"env_steps": env_steps or loop.steps, "eval/return": float(np.mean(returns)),
+           **{f"eval/return/seed{k}": r for k, r in enumerate(returns)}}
+    with open(os.path.join(run_dir, "metrics.jsonl"), "w") as f:
+        f.write(json.dumps(row) + "\n")
+    return run_dir
+
+
+def _trains_the_same(command, run_dirs):
+    """The report's command, given to `jaxrl reproduce`, asks for exactly the runs' settings: the same tasks, steps,
+    seeds and every loop and agent field (run fields that change no result aside)."""
+    import argparse
+    import shlex
+
+    from experiments import rundir
+    from jaxrl.loop import written_down
+
+    words = shlex.split(command)
+    assert words[:2] == ["jaxrl", "reproduce"], command
+    parser = argparse.ArgumentParser()
+    parser.add_argument("config")
+    parser.add_argument("--tasks", nargs="+")
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--seeds", type=int)
+    parser.add_argument("--override", action="append", default=[])
+    parser.add_argument("--agent")
+    args = parser.parse_args(words[2:])
+    plan = reproduce.make_plan(args.config, args.tasks, args.steps, args.seeds, args.override, args.agent)
+    assert [os.path.basename(d) for d in run_dirs] == [t.replace("/", "-") for t in plan.tasks], command
+    for task, run_dir in zip(plan.tasks, run_dirs, strict=True):
+        saved = rundir.resolve(saved=rundir.load_saved(run_dir), run_dir=run_dir)
+        run, loop, agent_cfg = plan.configs_for(task)
+        differences = {name: change for name, change
+                       in rundir.differences(saved, run, written_down(loop), agent_cfg).items()
+                       if not name.startswith("run.") or name[4:] in rundir.RUN_FIXED}
+        assert differences == {}, (command, differences)
+
+
+SEVEN = ["loop.learning_starts=1000", "loop.eval_every=1000", "loop.num_eval_envs=2", "loop.buffer_size=3000",
+         "loop.action_repeat=1", "agent_config.batch_size=64", "agent_config.hidden_sizes=[32, 32]"]
+
+
+def test_report_only_states_the_command_and_settings_the_runs_trained_with(tmp_path, cli):
+    """`jaxrl reproduce sac_dmc --tasks dmc/CheetahRun --steps 3000 --seeds 2` with seven overrides, then
+    `--report-only` without them: the command is the runs' (not 1,000,000 x 3 without overrides), the protocol's
+    prose (batch 512, 2x256, action repeat 2) is followed by what these runs changed, no template text remains."""
+    out = str(tmp_path / "out")
+    trained = reproduce.make_plan("sac_dmc", ["dmc/CheetahRun"], 3000, 2, SEVEN)
+    run_dir = _fabricate_run(out, trained, "dmc/CheetahRun", [300.0, 200.0])
+    result = cli("reproduce", "sac_dmc", "--report-only", "--out", out)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("report.md (1 task(s): dmc/CheetahRun)")
+    report = json.load(open(os.path.join(out, "report.json")))
+    text = open(os.path.join(out, "report.md")).read()
+    command = report["command"]
+    assert command.startswith("jaxrl reproduce sac_dmc --tasks dmc/CheetahRun --steps 3000 --seeds 2 --override ")
+    assert command.count("--override ") == 7 and f"Command: `{command}`." in text
+    assert report["commands"] == {"dmc/CheetahRun": command} and report["tasks"] == ["dmc/CheetahRun"]
+    _trains_the_same(command, [run_dir])
+    assert "--steps 1000000" not in text and "--seeds 3" not in text
+    changed = text.split("**Changed from the protocol**")[1].split("\n")[0]
+    for change in ("loop.steps 1000000 -> 3000", "seeds 3 -> 2", "agent_config.batch_size 512 -> 64",
+                   "agent_config.hidden_sizes [256, 256] -> [32, 32]", "loop.action_repeat 2 -> 1",
+                   "loop.learning_starts 10000 -> 1000", "loop.eval_every 100000 -> 1000"):
+        assert change in changed, changed
+    assert "(action repeat 1 included)" in text and "action repeat 2 included" not in text
+    assert "{" not in text and "}" not in text  # no unformatted template text
+
+
+def test_report_only_covers_every_run_there_and_says_which(tmp_path, cli):
+    """`--tasks toy/PointMass` trained (steps, seeds and overrides of its own), then `--report-only` without --tasks:
+    the config's task (toy/Pendulum) has no run, the report covers toy/PointMass and says so; a run of toy/Pendulum of
+    other settings added, the report covers both, each with the command that trains it."""
+    (tmp_path / "tiny.toml").write_text(CONFIG)
+    (tmp_path / "targets.csv").write_text(TARGETS)
+    tiny, targets, out = str(tmp_path / "tiny.toml"), str(tmp_path / "targets.csv"), str(tmp_path / "out")
+    overrides = ["agent_config.batch_size=16", "agent_config.hidden_sizes=[8, 8]", "loop.action_repeat=2"]
+    reproduce.reproduce(tiny, out, tasks=["toy/PointMass"], steps=600, seeds=1, overrides=overrides, quiet=True,
+                        targets_path=targets)
+    result = cli("reproduce", tiny, "--report-only", "--out", out, "--targets", targets)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().endswith("(1 task(s): toy/PointMass)")
+    report = json.load(open(os.path.join(out, "report.json")))
+    text = open(os.path.join(out, "report.md")).read()
+    point_mass = report["command"]
+    assert report["tasks"] == ["toy/PointMass"] and [r["task"] for r in report["rows"]] == ["toy/PointMass"]
+    assert point_mass.endswith("tiny.toml --tasks toy/PointMass --steps 600 --seeds 1 --override loop.action_repeat=2 "
+                           "--override 'agent_config.hidden_sizes=[8, 8]' --override agent_config.batch_size=16")
+    _trains_the_same(point_mass, [os.path.join(out, "runs", "toy-PointMass")])
+    assert "that has evaluated: toy/PointMass. No run of toy/Pendulum." in text
+    assert "agent_config.batch_size 32 -> 16" in text and "(action repeat 2 included)" in text
+    # A run of the config's own task, of other settings: each task its own command, never one for both.
+    _fabricate_run(out, reproduce.make_plan(tiny, ["toy/Pendulum"], 400, 2, []), "toy/Pendulum", [-900.0, -1100.0],
+                   400)
+    assert cli("reproduce", tiny, "--report-only", "--out", out, "--targets", targets).returncode == 0
+    report = json.load(open(os.path.join(out, "report.json")))
+    text = open(os.path.join(out, "report.md")).read()
+    pendulum = report["commands"]["toy/Pendulum"]
+    assert report["tasks"] == ["toy/Pendulum", "toy/PointMass"]
+    assert pendulum.endswith("tiny.toml --tasks toy/Pendulum --steps 400 --seeds 2")
+    assert report["commands"]["toy/PointMass"] == point_mass and report["command"] == f"{pendulum} && {point_mass}"
+    assert f"- toy/Pendulum: `{pendulum}`" in text and f"- toy/PointMass: `{point_mass}`" in text
+    assert "Command: `" not in text
+    assert "toy/Pendulum: none; toy/PointMass: loop.steps 400 -> 600, seeds 2 -> 1" in text  # each task's changes
+    assert "each run's action repeat included: toy/Pendulum: 1; toy/PointMass: 2" in text
+    assert "{" not in text and "}" not in text
+
+
+REFUSED = {
+    "an agent value its check refuses": (["--override", "agent_config.batch_size=0"], "batch_size"),
+    "a value only one task's table makes invalid": (["--tasks", "toy/Pendulum", "toy/Bandit"], "gamma"),
+    "a later task's directory holding other settings": (["--tasks", "toy/Pendulum", "toy/PointMass"],
+                                                        "holds a run with other settings"),
+}
+
+
+@pytest.mark.parametrize("case", REFUSED)
+def test_a_refused_reproduction_prints_no_plan_and_writes_nothing(case, tmp_path, cli):
+    """Every task's configs and run directory are checked before the plan is printed and the output directory made:
+    a refused command leaves no empty directory and trains no task before the refused one."""
+    flags, fragment = REFUSED[case]
+    (tmp_path / "tiny.toml").write_text(CONFIG + '[tasks."toy/Bandit".agent_config]\ngamma = 1.5\n')
+    out = tmp_path / "out"
+    if "directory" in case:  # a run of other settings (2 envs) where toy/PointMass would go
+        run_dir = out / "runs" / "toy-PointMass"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.json").write_text(json.dumps({"agent": "sac", "run": {"env": "toy/PointMass", "seeds": 2},
+                                                         "loop": {"num_envs": 2}, "agent_config": {}}))
+    before = sorted(str(p) for p in tmp_path.rglob("*"))
+    result = cli("reproduce", str(tmp_path / "tiny.toml"), *flags, "--out", str(out))
+    assert_one_line_error(result, fragment)
+    assert result.stdout == ""
+    assert sorted(str(p) for p in tmp_path.rglob("*")) == before
