@@ -197,6 +197,13 @@ def check_new(run_dir: str, overwrite: bool) -> None:
     if present and not overwrite:
         raise ConfigError(f"run directory {run_dir} already holds a run ({', '.join(present)}); continue it with "
                           f"--resume {run_dir}, choose a new --run-dir, or pass --overwrite to replace it")
+    # `--run-dir .` in a project, or a home directory: a run's files would land among the user's own.
+    others = sorted(name for name in (os.listdir(run_dir) if os.path.isdir(run_dir) else [])
+                    if name != LOCK_FILE and name.rpartition(".tmp")[0] not in RUN_FILES)
+    if not present and others:
+        raise ConfigError(f"--run-dir {run_dir} is a directory of other files ({len(others)}: "
+                          f"{', '.join(others[:3])}{', ...' if len(others) > 3 else ''}), not a run: a new run goes "
+                          "into a new or empty directory")
 
 
 def check_path(path: str, flag: str) -> None:

@@ -290,10 +290,12 @@ def test_sigterm_stops_at_a_chunk_boundary_with_a_checkpoint_and_resumes_bitwise
     while not any("SIGTERM received" in line for line in seen):  # (two pending signals run in number order)
         seen.append(proc.stderr.readline())
         assert seen[-1], "the run ended without noting SIGTERM"
-    proc.send_signal(signal.SIGINT)  # a second signal waits for the checkpoint instead of cutting it
+    # A scheduler's warning (SLURM sends SIGTERM, then SIGUSR2) waits for the checkpoint instead of cutting it; a
+    # second SIGINT would end the process at once (tests/test_stops.py).
+    proc.send_signal(signal.SIGUSR2)
     _, rest = proc.communicate(timeout=300)
     stderr = "".join(seen) + rest
-    assert "SIGINT received: already stopping" in stderr
+    assert "SIGUSR2 received: already stopping; waiting for the checkpoint" in stderr
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     last = [line for line in stderr.strip().splitlines() if line.strip()][-1]
     assert last.startswith("jaxrl: stopped by SIGTERM at env step ") and f"jaxrl train --resume {run_dir}" in last
@@ -541,3 +543,20 @@ def test_sweeps_and_reproduce_reuse_their_own_run_and_refuse_one_of_other_settin
     with pytest.raises(ConfigError, match="other settings .loop.num_envs"):
         continue_or_start(same.agent, same.run, dataclasses.replace(same.loop, num_envs=2), same.agent_cfg)
     assert snapshot(run_dir) == before
+
+
+def test_a_new_run_never_lands_among_other_files(tmp_path, cli, monkeypatch):
+    """Before: `--run-dir .` in a project (or a home directory) trained there, its files among the user's."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "pyproject.toml").write_text("[project]\n")
+    (project / "notes.txt").write_text("x\n")
+    monkeypatch.chdir(project)
+    before = snapshot(str(project))
+    assert_one_line_error(cli("train", *RUN, "--run-dir", "."), "--run-dir . is a directory of other files (2: "
+                          "notes.txt, pyproject.toml), not a run", "new or empty directory")
+    assert snapshot(str(project)) == before
+    rundir.check_new(str(tmp_path / "empty"), overwrite=False)  # new: fine
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "run.lock").write_text("")  # what a run killed before writing anything leaves
+    rundir.check_new(str(tmp_path / "empty"), overwrite=False)
