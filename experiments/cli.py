@@ -85,16 +85,16 @@ def _failure(e: BaseException, rerun: str = "") -> int:
     """The exit code and one line of a command that did not finish: 2 bad input (out of memory included), 3
     non-finite loss, 4 a write failed, 128 + N stopped by signal N (after its checkpoint, or before anything was
     written). ``rerun``: what continues a command of several runs (a sweep, a reproduction) after a stop."""
-    from experiments.signals import Stopped, name
+    from experiments.signals import REQUESTS, Stopped, name
     from experiments.train import Interrupted, NonFiniteError
     from jaxrl.files import WriteError
 
     if isinstance(e, Interrupted):
-        print(f"jaxrl: {e}" + (f" (or rerun {rerun})" if rerun else ""), file=sys.stderr, flush=True)
+        REQUESTS.last_line(f"jaxrl: {e}" + (f" (or rerun {rerun})" if rerun else ""))
         return 128 + e.signum
     if isinstance(e, Stopped):
         text = f"stopped by {name(e.signum)} before its next run wrote anything; rerun {rerun}" if rerun else e
-        print(f"jaxrl: {text}", file=sys.stderr, flush=True)
+        REQUESTS.last_line(f"jaxrl: {text}")
         return 128 + e.signum
     return _error(str(e), code=3 if isinstance(e, NonFiniteError) else 4 if isinstance(e, WriteError) else 2)
 
@@ -118,6 +118,10 @@ def _resolve_train(argv: list[str]):
     pre.add_argument("--config", default=None)
     pre.add_argument("--same-stack", action="store_true")
     known, rest = pre.parse_known_args(argv)
+    if known.agent is not None and not known.agent.strip():
+        from agents import get_agent
+
+        get_agent(known.agent)  # one line: an empty name is not "the default agent"
     # --env picks the suite's loop defaults, which --help shows as defaults; tyro still parses it from ``rest``.
     env_flag = _Parser(prog="jaxrl train", add_help=False)
     env_flag.add_argument("--env", default=None)
@@ -186,7 +190,8 @@ def _train_description(name: str) -> str:
             "continues with a note naming what differs, --same-stack refuses it instead). Exit codes: 0 done (or "
             "already finished), 2 bad input (out of memory included), 3 non-finite loss, 4 a write failed (disk "
             "full or read-only), 128+N stopped by signal N (SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2: "
-            "with a checkpoint, or before the run wrote anything). Without --config, a suite's loop defaults apply "
+            "with a checkpoint after the current chunk, or before the run wrote anything; a second stop signal "
+            "ends it at once, its last checkpoint intact). Without --config, a suite's loop defaults apply "
             "under the agent's and the flags: "
             f"{_suite_defaults_text()}; the defaults shown are those of --env's suite.")
 
@@ -200,7 +205,9 @@ def _train(argv: list[str]) -> int:
 
     try:
         known, rest, base = _resolve_train(argv)
-        agent, name = base.agent, base.agent.name
+        from agents import display_name
+
+        agent, name = base.agent, display_name(base.agent)
         run, loop, agent_cfg = _train_flags(base, rest)
         REQUESTS.check()
         if known.resume:
@@ -217,11 +224,13 @@ def _train(argv: list[str]) -> int:
     # Directories this command creates are removed again if the run ends having written nothing into them.
     created = rundir.missing_dirs(run.run_dir if run.run_dir is not None else "runs")
     try:
-        if run.run_dir is None:
-            run = dataclasses.replace(run, run_dir=rundir.default_run_dir(name, run.env))
-            created.insert(0, os.path.abspath(run.run_dir))
-        summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members,
-                           pbt=base.pbt, same_stack=known.same_stack)
+        # A second stop signal ends the process at once: directories it had not written into yet go too.
+        with REQUESTS.on_stop(lambda: rundir.remove_if_empty(created)):
+            if run.run_dir is None:
+                run = dataclasses.replace(run, run_dir=rundir.default_run_dir(name, run.env))
+                created.insert(0, os.path.abspath(run.run_dir))
+            summary, _ = train(agent, run, loop, agent_cfg, resume=known.resume is not None, members=base.members,
+                               pbt=base.pbt, same_stack=known.same_stack)
     except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
         rundir.remove_if_empty(created)
         return _failure(e)
@@ -254,11 +263,11 @@ def _sweep(argv: list[str]) -> int:
         if args.launcher not in launch.LAUNCHERS:
             raise ConfigError(f"--launcher {args.launcher!r} is not one of: {', '.join(launch.LAUNCHERS)}")
         if args.dry_run:
-            print(sweep.describe(sweep.load(args.file), out))
+            _result(sweep.describe(sweep.load(args.file), out))
             return 0
         rows = sweep.run_sweep(args.file, out, args.launcher, options)
     except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
-        return _failure(e, "the sweep: finished members are reused")
+        return _failure(e, RERUN["sweep"])
     print(f"{len(rows)} member(s); results in {os.path.join(out, 'results.csv')}")
     return 0
 
@@ -287,22 +296,24 @@ def _export(argv: list[str]) -> int:
         if args.onnx is not None:
             rundir.check_output_file(args.onnx, "--onnx")
             info = export_onnx(args.run_dir, args.onnx, args.member or 0, args.step)
-            print(f"{info['agent']} actor of the run directory {args.run_dir} at env step {info['env_steps']} "
-                  f"written to {info['path']}: obs [B, {info['obs_size']}] -> action [B, {info['action_size']}]; "
-                  f"onnxruntime's actions differ from the jitted policy's by at most {info['max_abs_diff']:.1e} on "
-                  f"{info['check_samples']} random observations")
+            _result(f"{info['agent']} actor of the run directory {args.run_dir} at env step {info['env_steps']} "
+                    f"written to {info['path']}: obs [B, {info['obs_size']}] -> action [B, {info['action_size']}]; "
+                    f"onnxruntime's actions differ from the jitted policy's by at most {info['max_abs_diff']:.1e} "
+                    f"on {info['check_samples']} random observations")
             return 0
         if args.member is None:
             raise ConfigError("--out needs --member K (the member to write)")
         out = export_member(args.run_dir, args.member, args.out)
     except ConfigError as e:
         return _error(str(e))
-    print(f"member {args.member} of the run directory {args.run_dir} written to {out} (jaxrl train --resume {out} "
-          "continues it)")
+    _result(f"member {args.member} of the run directory {args.run_dir} written to {out} (jaxrl train --resume {out} "
+            "continues it)")
     return 0
 
 
 def _reproduce(argv: list[str]) -> int:
+    import json
+
     from experiments import reproduce
     from experiments.signals import Stopped
     from experiments.train import Interrupted, NonFiniteError
@@ -327,13 +338,20 @@ def _reproduce(argv: list[str]) -> int:
     try:
         if args.report_only:
             plan = reproduce.make_plan(args.config, args.tasks, args.steps, args.seeds, args.override, args.agent)
+            if args.tasks or args.steps is not None or args.seeds is not None or args.override:
+                from experiments.rundir import note
+
+                note("--report-only reports every run under the output directory as it ran (its config.json): "
+                     "--tasks, --steps, --seeds and --override do not change what it states")
             path = reproduce.write_report(plan, out, args.targets)
         else:
             path = reproduce.reproduce(args.config, out, args.tasks, args.steps, args.seeds, args.override,
                                        targets_path=args.targets, agent=args.agent)
     except (ConfigError, NonFiniteError, WriteError, Interrupted, Stopped) as e:
         return _failure(e, "the reproduction: finished tasks are reused")
-    print(f"report: {path}")
+    with open(os.path.join(os.path.dirname(path), "report.json")) as f:
+        covered = json.load(f)["tasks"]
+    _result(f"report: {path} ({len(covered)} task(s): {', '.join(covered)})")
     return 0
 
 
@@ -357,10 +375,10 @@ def _video(argv: list[str]) -> int:
                                  args.height)
     except ConfigError as e:
         return _error(str(e))
-    print(f"video {info['path']}: env step {info['env_steps']}, {info['frames']} frames ({info['width']}x"
-          f"{info['height']}), returns {', '.join(f'{r:.1f}' for r in info['returns'])}; rollout "
-          f"{info['rollout_s']:.1f} s (compile included), render {info['render_s']:.1f} s, encode "
-          f"{info['encode_s']:.1f} s")
+    _result(f"video {info['path']}: env step {info['env_steps']}, {info['frames']} frames ({info['width']}x"
+            f"{info['height']}), returns {', '.join(f'{r:.1f}' for r in info['returns'])}; rollout "
+            f"{info['rollout_s']:.1f} s (compile included), render {info['render_s']:.1f} s, encode "
+            f"{info['encode_s']:.1f} s")
     return 0
 
 
@@ -387,15 +405,16 @@ def _plot(argv: list[str]) -> int:
         path, curves = plot.plot_runs(args.dirs, args.out, args.metric, args.by, args.x_axis)
     except ConfigError as e:
         return _error(str(e))
+    lines = []
     for directory in args.dirs:
         what = {"run": "a run directory", "sweep": "a sweep's output directory"}.get(rundir.kind(directory), "?")
-        print(f"{directory}: {what}")
+        lines.append(f"{directory}: {what}")
     for c in curves:
         if c.members:
             at = f"{int(c.x[-1]):,} env steps" if args.x_axis == "env_steps" else f"{c.x[-1]:.1f} s"
-            print(f"{c.label}: {c.members} member(s), {args.metric} {c.mean[-1]:.4g} at {at}"
-                  + (f" (95 % CI {c.low[-1]:.4g} to {c.high[-1]:.4g})" if c.members > 1 else ""))
-    print(f"plot: {path}")
+            lines.append(f"{c.label}: {c.members} member(s), {args.metric} {c.mean[-1]:.4g} at {at}"
+                         + (f" (95 % CI {c.low[-1]:.4g} to {c.high[-1]:.4g})" if c.members > 1 else ""))
+    _result("\n".join([*lines, f"plot: {path}"]))
     return 0
 
 
@@ -412,10 +431,10 @@ def _plot_populations(dirs: list[str], out: str) -> int:
         for i, program in enumerate(programs):
             path, population = plot.plot_population(program, out if i == 0 else f"{stem}-{i + 1}{ext}")
             final = population.returns[-1]
-            print(f"{program}: {final.size} members, {len(population.x)} evaluations; at {int(population.x[-1]):,} env "
-                  f"steps best {np.nanmax(final):.4g} (member {int(np.nanargmax(final))}), median "
-                  f"{np.nanmedian(final):.4g}; {int(population.copied.sum())} copies")
-            print(f"plot: {path}")
+            _result(f"{program}: {final.size} members, {len(population.x)} evaluations; at {int(population.x[-1]):,} "
+                    f"env steps best {np.nanmax(final):.4g} (member {int(np.nanargmax(final))}), median "
+                    f"{np.nanmedian(final):.4g}; {int(population.copied.sum())} copies\nplot: {path}",
+                    last=i + 1 == len(programs))
     except ConfigError as e:
         return _error(str(e))
     return 0
@@ -431,12 +450,22 @@ def _info(argv: list[str]) -> int:
     parser.add_argument("--json", action="store_true", help="the block as JSON")
     args = parser.parse_args(argv)
     block = provenance.environment()
-    print(json.dumps(block, indent=2) if args.json else provenance.format_block(block))
+    _result(json.dumps(block, indent=2) if args.json else provenance.format_block(block))
     return 0
 
 
 # Commands that hold a run: a stop signal waits for a point where stopping loses nothing (experiments/signals.py).
 RUN_COMMANDS = ("train", "sweep", "reproduce")
+# What continues a command of several runs after a stop.
+RERUN = {"sweep": "the sweep: finished members are reused", "reproduce": "the reproduction: finished tasks are reused"}
+
+
+def holds_runs(argv: list[str]) -> bool:
+    """Whether the command line trains (a stop then waits for a checkpoint); every other command is short and a
+    stop signal ends it at once: ``sweep --dry-run``, ``reproduce --report-only`` and ``--help`` included."""
+    if not argv or argv[0] not in RUN_COMMANDS or {"-h", "--help"} & set(argv[1:]):
+        return False
+    return not (argv[0] == "sweep" and "--dry-run" in argv or argv[0] == "reproduce" and "--report-only" in argv)
 
 
 def main(argv: list[str] | None = None, keep_handlers: bool = False) -> int:
@@ -445,36 +474,28 @@ def main(argv: list[str] | None = None, keep_handlers: bool = False) -> int:
     from experiments.signals import REQUESTS, Stopped
 
     argv = list(sys.argv[1:] if argv is None else argv)
-    with REQUESTS.listening(immediate=not argv or argv[0] not in RUN_COMMANDS, restore=not keep_handlers):
-        unraisable = sys.unraisablehook
-        sys.unraisablehook = _quiet_stops(unraisable)
+    with REQUESTS.listening(immediate=not holds_runs(argv), restore=not keep_handlers):
+        REQUESTS.rerun = RERUN.get(argv[0], "") if argv else ""
         try:
             code = _dispatch(argv)
-            if REQUESTS.immediate and REQUESTS.signum is not None:  # a stop Python could not raise (gc callback)
-                raise Stopped(REQUESTS.signum, "the command's output may be incomplete")
-            return code
         except Stopped as e:
-            return _failure(e)
+            code = _failure(e)
         except UsageError as e:
-            return _error(str(e))
-        finally:
-            sys.unraisablehook = unraisable
+            code = _error(str(e))
+        REQUESTS.finish()  # a short command's stop that no result line met ends it here, in its own line
+        return code
 
 
-def _quiet_stops(hook):
-    """A stop raised where Python cannot propagate it (a garbage-collection callback, a finaliser) is printed as
-    "Exception ignored" with a traceback by default; it was recorded already, so say nothing."""
-    def quiet(unraisable):
-        from experiments.signals import Stopped
+def _result(text: str, last: bool = True) -> None:
+    """A command's result on stdout; after a stop signal, the stop's one line instead (experiments/signals.py)."""
+    from experiments.signals import REQUESTS
 
-        if not isinstance(unraisable.exc_value, Stopped):
-            hook(unraisable)
-    return quiet
+    REQUESTS.result(text, last)
 
 
 def _dispatch(argv: list[str]) -> int:
     if not argv or argv[0] in ("-h", "--help"):
-        print(USAGE)
+        _result(USAGE)
         return 0 if argv else 2
     command, rest = argv[0], argv[1:]
     if command == "train":
@@ -492,21 +513,20 @@ def _dispatch(argv: list[str]) -> int:
     if command == "envs":
         import envs
 
-        for name in envs.list_envs():
-            note = envs.env_note(name)
-            print(name if note is None else f"{name}  # {note}")
+        _result("\n".join(name if (note := envs.env_note(name)) is None else f"{name}  # {note}"
+                           for name in envs.list_envs()))
         return 0
     if command == "agents":
         from agents import list_agents
 
-        print("\n".join(list_agents()))
+        _result("\n".join(list_agents()))
         return 0
     if command == "info":
         return _info(rest)
     if command == "configs":
         from experiments import configs
 
-        print("\n".join(configs.list_configs()))
+        _result("\n".join(configs.list_configs()))
         return 0
     return _error(f"unknown command {command!r}; valid: train, sweep, export, reproduce, plot, video, "
                   "envs, agents, configs, info")

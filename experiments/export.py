@@ -24,6 +24,7 @@ import os
 from types import SimpleNamespace
 from typing import Any
 
+from experiments.signals import REQUESTS, temporaries
 from jaxrl import ConfigError
 from jaxrl.files import write_bytes_atomic
 
@@ -69,12 +70,7 @@ def take_member(state, k: int):
 
 
 def export_member(run_dir: str, member: int, out_dir: str) -> str:
-    import envs
     from experiments import rundir
-    from jaxrl import checkpoint
-    from jaxrl import pbt as pbt_lib
-    from jaxrl.files import write_json, write_text_atomic
-    from jaxrl.logging import member_row, read_rows
 
     saved = rundir.load_saved(run_dir)
     listed = members_of(saved)
@@ -85,6 +81,20 @@ def export_member(run_dir: str, member: int, out_dir: str) -> str:
                           "new directory")
     rundir.check_path(out_dir, "--out")
     rundir.check_location(out_dir, "--out")
+    created = rundir.missing_dirs(out_dir)
+    with REQUESTS.on_stop(lambda: (rundir.remove_run_files(out_dir), rundir.remove_if_empty(created))):
+        # A stop signal ends the process at once: an export it cut short leaves no run behind, not even a part.
+        return _export_member(run_dir, member, out_dir, saved)
+
+
+def _export_member(run_dir: str, member: int, out_dir: str, saved: dict[str, Any]) -> str:
+    import envs
+    from experiments import rundir
+    from jaxrl import checkpoint
+    from jaxrl import pbt as pbt_lib
+    from jaxrl.files import write_json, write_text_atomic
+    from jaxrl.logging import member_row, read_rows
+
     restored = restore_run(run_dir)
     loop, state, step = restored.loop, restored.state, restored.step
     seed, cfg = restored.members[member]
@@ -207,8 +217,9 @@ def actor_to_onnx(act, obs_size: int, out_path: str, model_name: str = "jaxrl_ac
     model = jax2onnx.to_onnx(act, [("B", obs_size)], model_name=model_name, input_names=["obs"],
                              output_names=["action"])
     model.doc_string = doc
-    os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-    write_bytes_atomic(out_path, model.SerializeToString())
+    with REQUESTS.on_stop(temporaries(out_path)):  # a stop signal ends the process at once, maybe mid-write
+        os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+        write_bytes_atomic(out_path, model.SerializeToString())
     mean = np.zeros(obs_size) if obs_mean is None else np.asarray(obs_mean)
     std = np.ones(obs_size) if obs_std is None else np.asarray(obs_std)
     noise = np.random.default_rng(0).standard_normal((check_samples, obs_size))

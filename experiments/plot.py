@@ -238,10 +238,29 @@ def draw(curves: list[Curve], path: str, ylabel: str, xlabel: str = "env steps",
     if curves or published:
         ax.legend(loc="best", fontsize=8)
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path)
     plt.close(fig)
     return path
+
+
+def save_figure(fig, path: str) -> None:
+    """Rendered to a temporary file and renamed, in the format of ``path``'s extension: a stop signal (which ends a
+    short command at once, experiments/signals.py) or a crash mid-write leaves no half-written figure under
+    ``path``."""
+    import matplotlib
+
+    from experiments.signals import REQUESTS, temporaries
+
+    with REQUESTS.on_stop(temporaries(path)):
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        tmp = f"{path}.tmp{os.getpid()}"
+        try:
+            fig.savefig(tmp, dpi=110, format=os.path.splitext(path)[1][1:].lower() or
+                        matplotlib.rcParams["savefig.format"])
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 def plot_runs(paths: list[str], out: str, metric: str = "eval/return", by: str | None = None,
@@ -380,7 +399,6 @@ def plot_population(run_dir: str, out: str) -> tuple[str, Population]:
         row[0].grid(alpha=0.3)
     axes[-1, 0].set_xlabel(X_AXES["env_steps"])
     fig.tight_layout()
-    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
-    fig.savefig(out, dpi=110)
+    save_figure(fig, out)
     plt.close(fig)
     return out, population

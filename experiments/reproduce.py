@@ -34,6 +34,7 @@ import numpy as np
 
 from experiments import rundir
 from jaxrl import ConfigError
+from jaxrl.files import write_json, write_text_atomic
 from jaxrl.logging import member_values
 
 # Every CSV in this directory (DMC: dmc_published.csv; Playground's robots: playground_published.csv).
@@ -366,19 +367,18 @@ def write_report(plan: Plan, out_dir: str, targets_path: str = TARGETS) -> str:
                   if per_task[task][0][-1] < r.steps}
     aggregate = _aggregate(plan, per_task, out_dir)
     path = os.path.join(out_dir, "report.md")
-    with open(path, "w") as f:
-        f.write(_markdown(plan, rows, aggregate, ran, commands, unfinished, out_dir, targets_path)
-                + _environment_section(environments))
-    with open(os.path.join(out_dir, "report.json"), "w") as f:
-        # The command and date make the file a results file a figure can cite (bench/reproduce_table.py). "command"
-        # trains every run reported (one command, or one per set of settings joined by &&); "commands" per task.
-        json.dump({"config": plan.config_name, "algorithm": plan.algorithm, "tasks": tasks,
-                   "command": " && ".join(dict.fromkeys(commands.values())), "commands": commands,
-                   "changed_from_protocol": {task: list(r.changes) for task, r in ran.items()},
-                   "unfinished": {task: {"env_steps": done, "steps": steps}
-                                  for task, (done, steps) in unfinished.items()},
-                   "written": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"), "rows": rows,
-                   "aggregate": aggregate, "environments": environments}, f, indent=2)
+    # Atomic: a stop signal during the write leaves the previous report or none, never half of one.
+    write_text_atomic(path, _markdown(plan, rows, aggregate, ran, commands, unfinished, out_dir, targets_path)
+                      + _environment_section(environments))
+    # The command and date make the file a results file a figure can cite (bench/reproduce_table.py). "command"
+    # trains every run reported (one command, or one per set of settings joined by &&); "commands" per task.
+    write_json(os.path.join(out_dir, "report.json"), {
+        "config": plan.config_name, "algorithm": plan.algorithm, "tasks": tasks,
+        "command": " && ".join(dict.fromkeys(commands.values())), "commands": commands,
+        "changed_from_protocol": {task: list(r.changes) for task, r in ran.items()},
+        "unfinished": {task: {"env_steps": done, "steps": steps} for task, (done, steps) in unfinished.items()},
+        "written": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"), "rows": rows,
+        "aggregate": aggregate, "environments": environments})
     return path
 
 

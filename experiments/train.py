@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any, NamedTuple
 
+from agents import display_name
 from experiments import rundir, signals
 from experiments.rundir import RunConfig, config_to_dict
 from jaxrl import ConfigError, checks
@@ -228,7 +229,13 @@ def train(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool = Fal
             raise
         lock = rundir.RunLock(prepared.run.run_dir).acquire() if prepared.primary else None
         try:
-            with stop.run_holds_its_directory():
+            # A second stop signal ends the process at once (experiments/signals.py), but never inside a checkpoint's
+            # write; the metrics are appended (a resume drops a torn last line and the rows after its checkpoint)
+            # and every other file is written to a temporary name and renamed: what it cuts short is a temporary
+            # file, removed then.
+            run_dir = prepared.run.run_dir
+            with stop.run_holds_its_directory(run_dir), stop.on_stop(signals.temporaries_in(run_dir)), \
+                    stop.on_stop(signals.temporaries_in(os.path.join(run_dir, "videos"))):
                 return _train_locked(prepared, quiet, stop)
         finally:
             if lock is not None:
@@ -441,6 +448,7 @@ def _train_from_state(prepared: _Prepared, quiet: bool, stop: signals.StopReques
     t_init = time.perf_counter()
     t_start = t_init - prepared.prepare_s  # wall_s counts from the start of train(), compilation included
     state, resume_step = _start_or_restore(prepared)
+    stop.checkpoint_step = resume_step  # verified on restore: intact
     if prepared.saved is not None and resume_step >= prepared.target_steps:
         return _finished(prepared.agent, prepared.run, prepared.saved, resume_step, state, quiet), state
     jax.block_until_ready(state)
@@ -565,10 +573,10 @@ class _ChunkTimes(NamedTuple):
 class _Checkpoints:
     """Saves the state at most once per env step, timing the saves, and says when the next one is due."""
 
-    def __init__(self, run: RunConfig, saved_step: int | None):
+    def __init__(self, run: RunConfig, saved_step: int | None, stop: signals.StopRequests):
         from jaxrl import checkpoint
 
-        self.run, self.saved_step, self.seconds = run, saved_step, 0.0
+        self.run, self.saved_step, self.seconds, self.stop = run, saved_step, 0.0, stop
         self.directory = os.path.join(run.run_dir, "checkpoints")
         self.manager = checkpoint.manager(self.directory, run.keep_checkpoints)
         self.last_save = time.perf_counter()
@@ -578,7 +586,9 @@ class _Checkpoints:
 
         if self.saved_step != env_steps:
             t0 = time.perf_counter()
-            checkpoint.save(self.manager, env_steps, state)
+            with self.stop.writing_checkpoint():  # a second stop signal ends the process after the write, not in it
+                checkpoint.save(self.manager, env_steps, state)
+                self.stop.checkpoint_step = env_steps
             self.seconds += time.perf_counter() - t0
             self.saved_step = env_steps
         self.last_save = time.perf_counter()
@@ -622,7 +632,7 @@ def _run_chunks(prepared: _Prepared, run_chunk, state, resume_step, changes, sto
     logger = RunLogger(run.run_dir, resume_from_step=resume_step,
                        member_label="member" if prepared.custom_members else "seed", write=prepared.primary,
                        wandb_run=wandb_run)
-    checkpoints = _Checkpoints(run, resume_step)
+    checkpoints = _Checkpoints(run, resume_step, stop)
     start_chunk = int(state.env_steps) // chunk_steps
     progress = _Progress(prepared.target_steps, start_chunk * chunk_steps, quiet or not prepared.primary)
     videos = _video_schedule(prepared)
@@ -701,7 +711,7 @@ def _summary(prepared: _Prepared, state, chunks: _ChunkTimes, compile_s: float, 
 
     run, last_eval = prepared.run, chunks.last_eval
     summary = {
-        "agent": prepared.agent.name, "env": run.env, "env_steps": int(state.env_steps), "seeds": run.seeds,
+        "agent": display_name(prepared.agent), "env": run.env, "env_steps": int(state.env_steps), "seeds": run.seeds,
         "seed": run.seed, "updates": int(state.updates),
         "final_eval_return": chunks.last_eval_mean,
         "final_eval_return_per_seed": [float(x) for x in last_eval],
@@ -741,7 +751,7 @@ def _finished(agent, run, saved, step, state, quiet) -> dict:
     rows = read_rows(os.path.join(run.run_dir, "metrics.jsonl"))
     last = rows[-1] if rows else {}
     per_member = member_values(last, "eval/return") if "eval/return" in last else [float("nan")] * run.seeds
-    summary = {"agent": agent.name, "env": run.env, "env_steps": step, "seeds": run.seeds, "seed": run.seed,
+    summary = {"agent": display_name(agent), "env": run.env, "env_steps": step, "seeds": run.seeds, "seed": run.seed,
                "updates": int(state.updates), "final_eval_return": last.get("eval/return"),
                "final_eval_return_per_seed": per_member, "env_steps_per_s": last.get("env_steps_per_s"),
                "compile_s": None, "run_s": None, "wall_s": last.get("wall_s"), "resumed_from": step}

@@ -16,6 +16,7 @@ def render_checkpoint(run_dir: str, out: str | None = None, step: int | None = N
     one MP4 (default ``RUN_DIR/videos/checkpoint_<step>.mp4``); returns what it wrote and what each part cost."""
     from experiments.export import restore_run
     from experiments.rundir import check_output_file
+    from experiments.signals import REQUESTS, temporaries
     from jaxrl import ConfigError
     from jaxrl.video import (
         check_can_record,
@@ -47,7 +48,9 @@ def render_checkpoint(run_dir: str, out: str | None = None, step: int | None = N
         rollout_s += info["rollout_s"]
         render_s += info["render_s"]
     t0 = time.perf_counter()
-    write_mp4(out, frames, frames_per_second(program))
+    # write_mp4 encodes to a temporary file and renames it; a stop signal ends the process at once, maybe mid-write.
+    with REQUESTS.on_stop(temporaries(out)):
+        write_mp4(out, frames, frames_per_second(program))
     return {"path": out, "env_steps": restored.step, "frames": len(frames), "returns": returns,
             "rollout_s": rollout_s, "render_s": render_s, "encode_s": time.perf_counter() - t0,
             "width": width, "height": height}

@@ -23,7 +23,8 @@ NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN tes
     (["--steps", "-5"], ["steps", "-5"]),
     (["--seeds", "0"], ["seeds", "0"]),
     (["--buffer-size", "1000", "--sac.batch-size", "5000"], ["batch_size=5000", "1000 transitions"]),
-    (["--buffer-size", "100000000000"], ["GiB", "available", "buffer_size"]),
+    (["--buffer-size", "2000000000"], ["GiB", "available", "buffer_size"]),
+    (["--buffer-size", "100000000000"], ["buffer_size must be a positive integer <= 2147483647", "100000000000"]),
     (["--updates-per-step", "0.3"], ["updates_per_step=0.3", "whole number"]),
     (["--resume", "/nonexistent/run"], ["/nonexistent/run", "config.json"]),
     (["--warmup", "sometimes"], ["warmup='sometimes'", "uniform, policy"]),
@@ -35,6 +36,47 @@ NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN tes
 ])
 def test_bad_input_fails_with_one_line(args, fragments, cli):
     assert_one_line_error(cli("train", *TINY, *args), *fragments)
+
+
+def test_every_malformed_or_broken_agent_is_one_line(cli, tmp_path, monkeypatch):
+    """Before: tracebacks for ':', '../x:Y', a plug-in with a syntax error or raising at import; an empty name
+    accepted; a file path refused without the form to give."""
+    monkeypatch.chdir(tmp_path)
+    name = f"broken_plugins_{os.getpid()}"
+    (tmp_path / f"{name}_syntax.py").write_text("def f(:\n")
+    (tmp_path / f"{name}_raises.py").write_text("\n\nraise RuntimeError('no GPU here')\n")
+    (tmp_path / f"{name}_unnamed.py").write_text("from agents import sac\nAGENT = sac.AGENT._replace(name=' ')\n")
+    (tmp_path / "sub").mkdir()
+    for agent, fragments in [
+        ("", ["agent name '' is empty", "sac"]),
+        (":", ["agent ':' is not of the form 'module.path:ATTRIBUTE'"]),
+        (":AGENT", ["is not of the form"]), ("mod:", ["is not of the form"]), ("a b:c", ["is not of the form"]),
+        ("mod:AGENT:x", ["is not of the form"]), ("1mod:X", ["is not of the form"]),
+        ("../x:Y", ["names a file; give its import path instead: x:Y with PYTHONPATH="]),
+        ("sub/my_agent.py:AGENT", ["names a file; give its import path instead: sub.my_agent:AGENT"]),
+        (f"{name}_syntax:AGENT", [f"importing {name}_syntax raised SyntaxError: invalid syntax ({name}_syntax.py, "
+                                  "line 1)"]),
+        (f"{name}_raises:AGENT", [f"raised RuntimeError: no GPU here ({name}_raises.py, line 3)"]),
+        (f"{name}_unnamed:AGENT", ["has an empty name (' ')"]),
+    ]:
+        assert_one_line_error(cli("train", *TINY, "--agent", agent), *fragments)
+
+
+def test_a_plug_in_named_like_a_built_in_is_recorded_by_its_import_path(tmp_path, monkeypatch):
+    """Before: summary.json said "sac" for a plug-in whose Agent was named "sac"."""
+    from agents import display_name, get_agent, sac
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    name = f"named_like_sac_{os.getpid()}"
+    (tmp_path / f"{name}.py").write_text("from agents import sac\nAGENT = sac.AGENT._replace(update=sac.update)\n")
+    impostor = get_agent(f"{name}:AGENT")
+    assert impostor.name == "sac" and impostor is not sac.AGENT
+    assert display_name(impostor) == f"{name}:AGENT" and display_name(sac.AGENT) == "sac"
+    from experiments import rundir
+
+    monkeypatch.chdir(tmp_path)
+    assert os.path.basename(rundir.default_run_dir(display_name(impostor), "toy/Pendulum")).startswith(
+        f"{name}-AGENT-toy-Pendulum-")
 
 
 @pytest.mark.slow
