@@ -401,7 +401,7 @@ def _plot(argv: list[str]) -> int:
     if args.pbt:
         return _plot_populations(args.dirs, args.out)
     try:
-        rundir.check_output_file(args.out, "--out")
+        rundir.check_output_file(args.out, "--out", plot.figure_formats())
         path, curves = plot.plot_runs(args.dirs, args.out, args.metric, args.by, args.x_axis)
     except ConfigError as e:
         return _error(str(e))
@@ -425,7 +425,7 @@ def _plot_populations(dirs: list[str], out: str) -> int:
     from jaxrl import ConfigError
 
     try:
-        rundir.check_output_file(out, "--out")
+        rundir.check_output_file(out, "--out", plot.figure_formats())
         programs = [program for d in dirs for program in plot.pbt_programs(d)]
         stem, ext = os.path.splitext(out)
         for i, program in enumerate(programs):

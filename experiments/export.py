@@ -218,8 +218,11 @@ def actor_to_onnx(act, obs_size: int, out_path: str, model_name: str = "jaxrl_ac
                              output_names=["action"])
     model.doc_string = doc
     with REQUESTS.on_stop(temporaries(out_path)):  # a stop signal ends the process at once, maybe mid-write
-        os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
-        write_bytes_atomic(out_path, model.SerializeToString())
+        try:
+            os.makedirs(os.path.dirname(os.path.abspath(out_path)), exist_ok=True)
+            write_bytes_atomic(out_path, model.SerializeToString())
+        except OSError as e:  # a place the checks could not foresee (/proc, a full disk): one line
+            raise ConfigError(f"{out_path} cannot be written ({e.strerror or e})") from None
     mean = np.zeros(obs_size) if obs_mean is None else np.asarray(obs_mean)
     std = np.ones(obs_size) if obs_std is None else np.asarray(obs_std)
     noise = np.random.default_rng(0).standard_normal((check_samples, obs_size))

@@ -243,6 +243,13 @@ def draw(curves: list[Curve], path: str, ylabel: str, xlabel: str = "env steps",
     return path
 
 
+def figure_formats() -> tuple[str, ...]:
+    """The file extensions matplotlib writes (``plot --out``'s check before anything is drawn)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    return tuple(sorted(FigureCanvasAgg.get_supported_filetypes()))
+
+
 def save_figure(fig, path: str) -> None:
     """Rendered to a temporary file and renamed, in the format of ``path``'s extension: a stop signal (which ends a
     short command at once, experiments/signals.py) or a crash mid-write leaves no half-written figure under
@@ -252,12 +259,14 @@ def save_figure(fig, path: str) -> None:
     from experiments.signals import REQUESTS, temporaries
 
     with REQUESTS.on_stop(temporaries(path)):
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
         try:
+            os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
             fig.savefig(tmp, dpi=110, format=os.path.splitext(path)[1][1:].lower() or
                         matplotlib.rcParams["savefig.format"])
             os.replace(tmp, path)
+        except OSError as e:  # a place the checks could not foresee (/proc, a full disk): one line
+            raise ConfigError(f"--out {path} cannot be written ({e.strerror or e})") from None
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)

@@ -226,12 +226,17 @@ def check_path(path: str, flag: str) -> None:
                           f"system allows {path_max - 1}")
 
 
-def check_output_file(path: str, flag: str) -> None:
+def check_output_file(path: str, flag: str, formats: tuple[str, ...] = ()) -> None:
     """A file the command will write (``--onnx``, ``plot --out``, ``video --out``): a valid name whose directory
-    exists or can be created, and is writable; not a directory."""
+    exists or can be created, and is writable; not a directory; with ``formats``, a name ending in one of them (or
+    without an extension, where the writer has a default)."""
     check_path(path, flag)
     if os.path.isdir(path):
         raise ConfigError(f"{flag} {path} is a directory; give a file name")
+    extension = os.path.splitext(path)[1][1:].lower()
+    if formats and extension and extension not in formats:
+        raise ConfigError(f"{flag} {path}: {extension!r} is not a format this command writes; give a name ending in "
+                          f"one of: {', '.join('.' + f for f in formats)}")
     existing = os.path.dirname(os.path.abspath(path))
     while not os.path.exists(existing):
         existing = os.path.dirname(existing)

@@ -37,7 +37,7 @@ def render_checkpoint(run_dir: str, out: str | None = None, step: int | None = N
     width, height = width or restored.run.video_width, height or restored.run.video_height
     check_can_record(program.eval_env.raw, width, height)
     out = out or os.path.join(run_dir, "videos", f"checkpoint_{restored.step}.mp4")
-    check_output_file(out, "--out")  # before rendering: a place it cannot write is one line, not a lost render
+    check_output_file(out, "--out", ("mp4",))  # before rendering: never a lost render
     recorder, view = make_recorder(program), member_view(restored.state, member)
     seed = restored.members[member][0]
     frames, returns, rollout_s, render_s = [], [], 0.0, 0.0
@@ -50,7 +50,10 @@ def render_checkpoint(run_dir: str, out: str | None = None, step: int | None = N
     t0 = time.perf_counter()
     # write_mp4 encodes to a temporary file and renames it; a stop signal ends the process at once, maybe mid-write.
     with REQUESTS.on_stop(temporaries(out)):
-        write_mp4(out, frames, frames_per_second(program))
+        try:
+            write_mp4(out, frames, frames_per_second(program))
+        except OSError as e:  # a place the checks could not foresee (/proc, a full disk): one line
+            raise ConfigError(f"--out {out} cannot be written ({e.strerror or e})") from None
     return {"path": out, "env_steps": restored.step, "frames": len(frames), "returns": returns,
             "rollout_s": rollout_s, "render_s": render_s, "encode_s": time.perf_counter() - t0,
             "width": width, "height": height}

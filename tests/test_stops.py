@@ -241,3 +241,27 @@ def test_a_second_stop_during_a_checkpoints_write_ends_training_once_the_write_i
     assert last.startswith("jaxrl: stopped at once by SIGINT (a second stop signal); the last checkpoint, at env "
                            "step 600 in runs/w/checkpoints, is intact"), stderr
     assert checkpoint.latest_intact_step(str(tmp_path / "runs" / "w" / "checkpoints")) == 600
+
+
+def test_output_names_and_places_the_checks_cannot_foresee_are_one_line(cli, tmp_path):
+    """Before: `plot --out x.xyz` (or notes.py) drew the figure and then failed with matplotlib's traceback; a
+    write into /proc ended in a FileNotFoundError traceback."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from experiments import plot
+    from jaxrl import ConfigError
+
+    for name in ("x.xyz", "notes.py"):
+        result = cli("plot", str(tmp_path / "no-run-needed"), "--out", str(tmp_path / name))
+        assert result.returncode == 2 and "is not a format this command writes" in result.stderr, result.stderr
+        assert ".png" in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    result = cli("video", str(tmp_path / "no-run"), "--out", str(tmp_path / "x.gif"))
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1
+    fig = plt.figure()
+    with pytest.raises(ConfigError, match=r"^--out /proc/jaxrl-test\.png cannot be written \("):
+        plot.save_figure(fig, "/proc/jaxrl-test.png")
+    plt.close(fig)
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(("x.", "notes."))]
