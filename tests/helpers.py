@@ -24,8 +24,10 @@ from jaxrl.types import Batch, EnvSpec
 
 
 def train(env_name, loop_cfg, agent_cfg, seed=0, seeds=1, agent=sac.AGENT):
-    env = envs.make(env_name, loop_cfg.num_envs)
-    eval_env = envs.make(env_name, loop_cfg.num_eval_envs)
+    # As the CLI makes them (experiments.train.make_envs): a resolved dmc/ config repeats each action twice.
+    options = dict(action_repeat=loop_cfg.action_repeat, episode_length=loop_cfg.episode_length)
+    env = envs.make(env_name, loop_cfg.num_envs, **options)
+    eval_env = envs.make(env_name, loop_cfg.num_eval_envs, **options)
     trainer = make_train(agent, env, eval_env, loop_cfg, agent_cfg)
     state = trainer.init(seed, seeds)
     history = []
