@@ -17,6 +17,7 @@ GENERATORS = [
     ["bench/pbt_vs_grid.py", "--markdown"],
     ["bench/robust_pendulum.py", "--table", "bench/results/issue33_pendulum_robust.csv"],
     ["bench/default_run.py", "--readme"],
+    ["bench/reproduce_table.py", "bench/results/reproduce_sac_dmc.json"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/sac_vs_brax.jsonl"],
     ["bench/massive.py", "--readme", "bench/results/massive_cpu.jsonl",
      "bench/results/massive_cpu_cheetah_clean.jsonl"],
@@ -42,3 +43,14 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
     for r in runs:
         assert r["date"] and len(r["commit"]) == 40 and r["environment"]["packages"]["jax"]
         assert r["eval_curve"][-1] == [r["env_steps"], pytest.approx(r["final_eval_return"])]
+
+
+def test_the_reproduction_results_say_what_measured_them(repo_root):
+    with open(os.path.join(repo_root, "bench", "results", "reproduce_sac_dmc.json")) as f:
+        report = json.load(f)
+    assert report["command"].startswith("jaxrl reproduce sac_dmc --tasks ") and report["written"]
+    assert [row["task"] for row in report["rows"]] == report["tasks"]
+    assert set(report["environments"]) == set(report["tasks"])
+    for row in report["rows"]:
+        block = report["environments"][row["task"]]
+        assert len(row["returns"]) == row["seeds"] == 3 and block["git"]["commit"] and block["packages"]["jax"]
