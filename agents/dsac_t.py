@@ -12,7 +12,7 @@ The three refinements of the paper, as the paper-era official code (Jingliang-Du
 ``critic_loss_form="huber"`` selects the 2025-07 official loss instead (commit c5105eb), see
 ``critic_huber_terms``. Published numbers predate it.
 
-Each refinement is a switch (DSAC-v1 ablations, ../shared/PLUGINS.md §7), all on by default:
+Each refinement is a switch (DSAC-v1 ablations, docs/sources.md), all on by default:
 ``expected_value_sub`` (1), ``twin_distributions`` (2), and refinement 3 as its two parts ``adaptive_boundary`` (the
 clip to mu +- 3 b instead of DSAC-v1's fixed ``td_bound``) and ``grad_scale`` (the (b^2 + eps) factor). Splitting
 3 in two is our reading (inferred): the official code always applies both together. All four off is DSAC-v1's

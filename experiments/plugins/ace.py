@@ -4,7 +4,7 @@
     jaxrl train --agent experiments.plugins.ace:AGENT --env toy/PointMass --ace.causal-interval 2000
 
 Three pieces on SAC, as the official code (jity16/ACE-Off-Policy-Actor-Critic-with-Causality-Aware-Entropy-
-Regularization at 6de5308; ../shared/PLUGINS.md §3) has them:
+Regularization at 6de5308; docs/sources.md) has them:
 
 * **Causal weights** w (one per action dimension, sum |A|): how much each action dimension drives the reward,
   estimated from the newest ``causal_sample_size`` transitions every ``causal_interval`` env steps (w = 1 before the
@@ -25,7 +25,7 @@ buffer), ``state.progress`` (the actor's turn and the reset schedule count the e
 ``target_fn`` and ``actor_loss_fn`` swapped.
 
 What this file decides:
-  * **The estimator is a jittable stand-in for DirectLiNGAM** (PLUGINS.md §3.8, option 2): the ridge regression of
+  * **The estimator is a jittable stand-in for DirectLiNGAM** (our choice): the ridge regression of
     r on [s, a] over the window (centred, raw units as the code feeds DirectLiNGAM; ``causal_ridge`` x I added to
     the covariance), its action block beta, w = |A| softmax(beta) (signed, as the code; ``causal_abs`` takes |beta|).
     It equals DirectLiNGAM's reward row where DirectLiNGAM orders the reward last and its adaptive lasso keeps every

@@ -14,7 +14,7 @@ operator's max; (inferred) a max over the target's randomness, the policy's supp
 The actor and temperature losses are the base agent's. Hooks: ``make_update(critic_loss_fn=...)`` and
 ``state.progress`` (the engine's env-step count and the run's planned total).
 
-What ../shared/PLUGINS.md §1 marks, and what this file decides (the official code, motokiomura/annealed-q-learning,
+What docs/sources.md marks, and what this file decides (the official code, motokiomura/annealed-q-learning,
 was not available; the equations come from the abstract and two third-party summaries):
   * (inferred) the factor 2: tau = 0.5 then gives exactly the base agent's squared error (the test checks it
     bitwise); Adam would make the scale irrelevant anyway, apart from gradient clipping.

@@ -5,7 +5,7 @@ ICML 2023, arXiv 2305.12239), on TD3's machinery.
 
 The critics learn the differential Q of the average-reward criterion rho(pi) = lim 1/T E sum_t r_t: no discount,
 and a learned scalar rho is subtracted from every reward. Following the official code (namansaxena9/ARO-DDPG
-5803e81, ``ddpg_model.py: Agent.update``; ../shared/PLUGINS.md §6):
+5803e81, ``ddpg_model.py: Agent.update``; docs/sources.md):
 
     y = r + (1 - d) min_j Qbar_j(s', mubar(s'))                      no target-policy smoothing noise
     L(theta, rho) = 1/2 sum_j E[(Q_j(s, a) + rho - y)^2]             one loss, minimised over theta and rho at once
@@ -18,7 +18,7 @@ step, 5000 random warm-up steps, buffer 1e5.
 
 Hooks: extra learned state (a ``State`` subclass with rho and its optimizer state, and an ``update`` that moves it
 beside TD3's), ``make_update(target_fn=..., critic_loss_fn=..., actor_loss_fn=...)``, and ``init_carry``/``act``
-for the noise process. Decisions (PLUGINS.md §6.5):
+for the noise process. Decisions (where the code leaves a choice):
   * time limits bootstrap (the engine's rule); the code stores the time-limit step as done, which drops the
     bootstrap at the horizon: ``truncation_terminal=True`` reproduces that.
   * no smoothing noise on the target (the code has none); gamma is this Config's own 1.0, not TD3's 0.99.

@@ -3,7 +3,7 @@
     jaxrl train --agent experiments.plugins.bl_sac:AGENT --env dmc/CartpoleSwingup --bl-sac.bl-sigma 0.1
 
 The paper band-limits the target critic by "adding a convolutional filter" to it; its method section could not be
-read (../shared/PLUGINS.md §2: abstract only, no official code). This file implements PLUGINS.md §2.3's reading,
+read (docs/sources.md: abstract only, no official code). This file implements our reading,
 labelled as an interpretation wherever it shows (here, the README, ``--help``): a Gaussian low-pass filter over the
 next action, estimated by Monte Carlo with K draws,
 
@@ -15,7 +15,7 @@ target-policy smoothing applied to SAC. Hook: ``sac.make_update(target_fn=...)``
 
 (inferred, every one: none of these comes from the paper) the kernel (Gaussian), its variable (the action; the
 next observation as well with ``bl_on_state``), the estimator (K Monte Carlo draws, default 4), the width (0.1;
-PLUGINS.md suggests sweeping {0.05, 0.1, 0.2}), no noise clipping by default.
+worth sweeping over {0.05, 0.1, 0.2}), no noise clipping by default.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ class Config(sac.Config):
     bl_noise_clip: float | None = None
     """(inferred) clip each draw to [-c, c] as TD3 does (None: no clip)"""
     bl_on_state: bool = static(False)
-    """(inferred) filter over the next observation as well, with the same std (the second reading of PLUGINS.md)"""
+    """(inferred) filter over the next observation as well, with the same std (the other reading of the abstract)"""
 
 
 def filter_draws(key, shape, cfg: Config):

@@ -1,6 +1,6 @@
 """DR-SAC: distributionally robust SAC against a KL ball of transition models (Cui, Zhou, Han, Hanasusanto, Wang,
 Zhang & Zhou, ICLR 2026, arXiv 2506.12622), in the online setting of the official code (Lemutisme/DR-SAC ``sac.py``,
-``mode: continuous``; ../shared/PLUGINS.md §5).
+``mode: continuous``; docs/sources.md).
 
     jaxrl train --agent experiments.plugins.dr_sac:AGENT --env toy/Pendulum --dr-sac.delta 0.1
 
@@ -12,7 +12,7 @@ P within KL(P || P0) <= delta of the nominal one P0, in its dual form (a maximum
     y = r + gamma (1 - d) Vrob(s, a; g(s, a))
 
 estimated with N next states drawn from a learned model P0hat and the target value network Vbar. As in the code
-(``sac.py`` at 041e839, the newest version read; ../shared/PLUGINS.md §5 describes the earlier 1e023e5, whose update
+(``sac.py`` at 041e839, the newest version read; docs/sources.md describes the earlier 1e023e5, whose update
 order was model -> dual -> Q -> V, whose V target read the online critics and whose VAE loss summed its terms):
   * P0hat is a conditional VAE (s, a, s') -> s' (latent 5, the agent's hidden widths), trained every update on the
     minibatch with mean squared reconstruction error + the mean KL to N(0, I); samples decode prior draws z ~ N(0, I).

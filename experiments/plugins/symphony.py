@@ -1,5 +1,5 @@
 """Symphony (Ishuov et al., arXiv 2512.10477), the S3 variant of the official code (timurgepard/Symphony-S2 at
-c5eb0db, ``S3/symphony.py``; ../shared/PLUGINS.md §4): a deterministic-policy agent whose actor and critics are
+c5eb0db, ``S3/symphony.py``; docs/sources.md): a deterministic-policy agent whose actor and critics are
 one network trained by one optimiser step on one loss, with a fading replay buffer.
 
     jaxrl train --agent experiments.plugins.symphony:AGENT --env dmc/CartpoleSwingup
@@ -33,7 +33,7 @@ What this file decides (deviations):
     terminations are never dropped) is **not ported**: it changes which transitions the buffer keeps at insertion,
     which the engine's ring does not expose to an agent; sampling alone cannot reproduce it.
   * Ages are drawn per buffer row; with several envs a row holds one transition of each, drawn uniformly.
-  * ``ema_epsilon`` (0: the code) guards |E| early in training when set (PLUGINS.md §4.9, ambiguity 3).
+  * ``ema_epsilon`` (0: the code) guards |E| early in training when set (our reading: code and PDF differ).
   * Actions are in [-1, 1] (the code's train.py sets a_max = 1 too). The episode-end "fall" trick is not ported
     (the code's own default is off).
   * ``refresh`` fits r_n at ``exploration_steps`` env steps: keep it equal to ``--learning-starts`` (both default
@@ -274,7 +274,7 @@ def optimizer(cfg: Config):
 
 
 def symphony_loss(params, state: State, batch: Batch, key, cfg: Config):
-    """-temporal advantage + TD + swaddling, one function of all online parameters (PLUGINS.md §4.2)."""
+    """-temporal advantage + TD + swaddling, one function of all online parameters (the code's one-loss update)."""
     noise_key, actor_drop, target_drop, critic_drop = jax.random.split(key, 4)
     mean, scale, beta = state.actor.apply(params["actor"], batch.next_obs, actor_drop)
     next_action = action_from(mean, scale, bounded_noise(noise_key, mean.shape, cfg))
