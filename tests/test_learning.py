@@ -57,7 +57,7 @@ def test_the_scaled_down_fastsac_recipe_learns_to_balance_the_dmc_cartpole():
     repeating each action twice as the CLI's do (before 2026-12-05 this test's envs repeated once while the loop
     counted two). Measured here with evaluations every 2k (seed 0, 5 episodes): 292, 370, 320, 527, 597, 625; the
     sweep of ``bench/results/fastsac_cpu_actor_updates_sweep.*`` (seeds 0 / 1 / 2, 10 episodes) read 500 / 437 / 764
-    at 8k and 999 / 984 / 949 at 10k. The assertion is the best evaluation against ~300 for the untrained policy."""
+    at 8k and 999 / 984 / 949 at 10k. The assertion is the last evaluation against ~300 for the untrained policy."""
     from experiments import rundir
 
     resolved = rundir.resolve(config="fastsac_cpu", env="dmc/CartpoleBalance",
@@ -65,4 +65,4 @@ def test_the_scaled_down_fastsac_recipe_learns_to_balance_the_dmc_cartpole():
     assert resolved.agent_cfg.num_atoms == 101 and resolved.agent_cfg.policy_delay == 1
     _, history = train("dmc/CartpoleBalance", resolved.loop, resolved.agent_cfg, agent=resolved.agent)
     returns = [float(h["eval/return"][0]) for h in history]
-    assert max(returns) >= 500, returns
+    assert returns[-1] >= 500, returns  # the last evaluation, as before: learned by the end, not once
