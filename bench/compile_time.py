@@ -3,13 +3,16 @@
     python bench/compile_time.py                                  # SAC on dmc/CartpoleSwingup, the default run
     python bench/compile_time.py --env dmc/CheetahRun
     python bench/compile_time.py --agent td3 --env brax/inverted_pendulum
+    python bench/compile_time.py --agents sac td3 tqc --out bench/results/compile_time.jsonl  # lines + provenance
+    python bench/compile_time.py --table bench/results/compile_time.jsonl                 # the README's table
 
 The default run's settings (the suite's loop defaults, the agent's config) as ``jaxrl train`` resolves them.
 Each phase is one of ``jaxrl.loop``'s functions, jitted on its own with one seed's arguments: ``collect`` (one
 batched env step into the buffer), ``learn`` (one block's updates), ``evaluate_policy`` (one evaluation of
 num_eval_envs episodes), and ``run_chunk`` (all of them composed: what a run compiles). Prints one JSON line per
 phase: trace, lower (to StableHLO) and XLA compile seconds. The persistent compilation cache is not set up here
-(``experiments.train.setup_jax`` is not called), so every figure is a cold compile.
+(``experiments.train.setup_jax`` is not called), so every figure is a cold compile. With ``--out`` each line
+is also appended to a results file with ``provenance`` (the command, date, commit and environment block).
 """
 from __future__ import annotations
 
@@ -21,8 +24,10 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jax
+from devtime import emit
 
 from experiments import rundir
 from experiments.train import make_envs
@@ -41,18 +46,30 @@ def timed_compile(fn, *args) -> dict[str, float]:
             "total_s": round(t3 - t0, 2)}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--agent", default="sac")
-    parser.add_argument("--env", default="dmc/CartpoleSwingup")
-    args = parser.parse_args()
-    resolved = rundir.resolve(args.agent, tables={"run": {"env": args.env}})
+PHASES = ("collect", "learn", "evaluate_policy", "run_chunk")
+
+
+def table(path: str) -> str:
+    """The README's table of a results file: per (agent, env), each phase's trace / lower / XLA compile seconds."""
+    rows = [json.loads(line) for line in open(path)]
+    runs = list(dict.fromkeys((r["agent"], r["env"]) for r in rows))
+    lines = ["| agent | env | " + " | ".join(f"`{p}`" for p in PHASES) + " |", "|---|---|" + "---|" * len(PHASES)]
+    for agent, env in runs:
+        phase = {r["phase"]: r for r in rows if (r["agent"], r["env"]) == (agent, env)}
+        cells = [f"{phase[p]['trace_s']:.1f} / {phase[p]['lower_s']:.1f} / {phase[p]['compile_s']:.1f}"
+                 if p in phase else "" for p in PHASES]
+        lines.append(f"| {agent} | `{env}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def phases_of(agent: str, env_name: str) -> dict:
+    resolved = rundir.resolve(agent, tables={"run": {"env": env_name}})
     env, eval_env = make_envs(resolved.run, resolved.loop)
     program = loop_lib.describe(resolved.agent, env, eval_env, resolved.loop, resolved.agent_cfg)
     state = loop_lib.init(program, 0, 1)
     one = jax.tree.map(lambda x: x[0] if x.ndim else x, state)  # one seed's leaves; counters stay scalars
     action = jax.numpy.zeros((program.loop.num_envs, program.spec.action_size))
-    phases = {
+    return {
         "collect": (functools.partial(loop_lib.collect, program), one.env, one.buffer, one.normalizers, action,
                     one.hparams),
         "learn": (lambda *a: loop_lib.learn(program, *a, program.schedule.block_updates), one.agent, one.hparams,
@@ -61,10 +78,22 @@ def main() -> None:
                             one.normalizers, one.key),
         "run_chunk": (functools.partial(loop_lib.run_chunk, program), state),
     }
-    for name, (fn, *fn_args) in phases.items():
-        print(json.dumps({"agent": args.agent, "env": args.env, "phase": name, **timed_compile(fn, *fn_args)}),
-              flush=True)
 
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--agents", "--agent", nargs="+", default=["sac"])
+    parser.add_argument("--env", default="dmc/CartpoleSwingup")
+    parser.add_argument("--out", default=None, help="also append the JSON lines (with provenance) to this file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the README's table of a results file")
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    for agent in args.agents:
+        for name, (fn, *fn_args) in phases_of(agent, args.env).items():
+            emit({"agent": agent, "env": args.env, "phase": name, "device": jax.devices()[0].device_kind,
+                  **timed_compile(fn, *fn_args)}, args.out)
 
 if __name__ == "__main__":
     main()

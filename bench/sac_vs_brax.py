@@ -3,6 +3,7 @@
     python bench/sac_vs_brax.py                                  # both envs, num_envs 1, 16, 128
     python bench/sac_vs_brax.py --envs dmc/CartpoleSwingup --num-envs 16 --updates 3000
     python bench/sac_vs_brax.py --time-to-score 800              # wall time to an eval return, compile included
+    python bench/sac_vs_brax.py --skip-brax --agents sac td3 ...  # our agents alone at SAC's settings
     python bench/sac_vs_brax.py --out bench/results/sac_vs_brax.jsonl   # also append the lines (with provenance)
     python bench/sac_vs_brax.py --table bench/results/sac_vs_brax.jsonl # the README's table from such a file
 
@@ -196,25 +197,83 @@ def time_to_score(env_name: str, score: float, num_envs: int, max_steps: int, ex
     rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
     hit = next((r for r in rows if r["eval/return"] >= score), None)
     summary = json.load(open(os.path.join(run_dir, "summary.json")))
-    return {"env": env_name, "score": score, "command": " ".join(cmd[2:]),
+    return {"side": "ours", "env": env_name, "score": score, "num_envs": num_envs, "max_steps": max_steps,
+            "command": " ".join(cmd[2:]),
             "env_steps_to_score": hit["env_steps"] if hit else None,
             # metrics' wall_s counts from before compilation: compile included, process start-up not
             "wall_s_to_score": hit["wall_s"] if hit else None, "compile_s": summary["compile_s"],
             "total_wall_s": time.perf_counter() - t0, "final_eval_return": summary["final_eval_return"]}
 
 
-def table(path: str) -> str:
-    """The README's table of a results file: per (env, num_envs), both sides' steady env steps/s and compile."""
-    rows = [json.loads(line) for line in open(path)]
+def brax_time_to_score(env_name: str, score: float, num_envs: int, max_steps: int, eval_every: int = 5000) -> dict:
+    """Brax's SAC at the same settings as ``ours``: wall time (compile included) until its deterministic eval
+    return (num_evals spaced every ``eval_every`` env steps) reaches ``score``."""
+    import functools
+
+    from brax.training.agents.sac import networks as sac_networks
+    from brax.training.agents.sac import train as brax_train
+
+    environment, kwargs = brax_environment(env_name)
+    curve = []
+    t0 = time.perf_counter()
+
+    def progress(step, metrics):
+        if "eval/episode_reward" in metrics:
+            curve.append([int(step), float(metrics["eval/episode_reward"]), time.perf_counter() - t0])
+
+    brax_train.train(
+        environment=environment, num_timesteps=max_steps, episode_length=1000, num_envs=num_envs,
+        num_eval_envs=10, deterministic_eval=True, learning_rate=3e-4, discounting=0.99, seed=0, batch_size=BATCH,
+        num_evals=max_steps // eval_every + 1, min_replay_size=5000, max_replay_size=max_steps,
+        grad_updates_per_step=num_envs,
+        network_factory=functools.partial(sac_networks.make_sac_networks, hidden_layer_sizes=HIDDEN),
+        progress_fn=progress, **kwargs)
+    hit = next((c for c in curve if c[1] >= score), None)
+    return {"side": "brax", "env": env_name, "score": score, "num_envs": num_envs, "max_steps": max_steps,
+            "env_steps_to_score": hit[0] if hit else None, "wall_s_to_score": hit[2] if hit else None,
+            "total_wall_s": time.perf_counter() - t0, "final_eval_return": curve[-1][1], "eval_curve": curve}
+
+
+def brax_table(rows: list[dict]) -> list[str]:
     lines = ["| env | num_envs | ours env steps/s | Brax's env steps/s | ratio | ours compile s | Brax's compile s | "
              "compile ratio | our update: ms, GFLOP/s (a 1024² matmul's) |", "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        if r.get("agent", "sac") == "sac" and "ratio" in r:
-            lines.append(f"| `{r['env']}` | {r['num_envs']} | {r['ours_env_steps_per_s']:.0f} | "
-                         f"{r['brax_env_steps_per_s']:.0f} | {r['ratio']:.2f}x | {r['ours_compile_s']:.1f} | "
-                         f"{r['brax_compile_s']:.1f} | {r['compile_ratio']:.2f}x | {r['update_ms']:.2f}, "
-                         f"{r['update_gflops_per_s']:.0f} ({r['dense_matmul_gflops_per_s']:.0f}) |")
-    return "\n".join(lines)
+        lines.append(f"| `{r['env']}` | {r['num_envs']} | {r['ours_env_steps_per_s']:.0f} | "
+                     f"{r['brax_env_steps_per_s']:.0f} | {r['ratio']:.2f}x | {r['ours_compile_s']:.1f} | "
+                     f"{r['brax_compile_s']:.1f} | {r['compile_ratio']:.2f}x | {r['update_ms']:.2f}, "
+                     f"{r['update_gflops_per_s']:.0f} ({r['dense_matmul_gflops_per_s']:.0f}) |")
+    return lines
+
+
+def agents_table(rows: list[dict]) -> list[str]:
+    lines = ["| agent | env | num_envs | env steps/s | update ms | GFLOP per update | compile s |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['agent']} | `{r['env']}` | {r['num_envs']} | {r['ours_env_steps_per_s']:.1f} | "
+                     f"{r['update_ms']:.2f} | {r['update_gflop']:.2f} | {r['ours_compile_s']:.1f} |")
+    return lines
+
+
+def score_table(rows: list[dict]) -> list[str]:
+    lines = ["| side | env | num_envs | score | env steps to it | wall s to it (compile included) | "
+             "final eval return |",
+             "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        steps = "not reached" if r["env_steps_to_score"] is None else f"{r['env_steps_to_score']:,}"
+        wall = "" if r["wall_s_to_score"] is None else f"{r['wall_s_to_score']:.0f}"
+        lines.append(f"| {r.get('side', 'ours')} | `{r['env']}` | {r['num_envs']} | {r['score']:.0f} | {steps} | "
+                     f"{wall} | {r['final_eval_return']:.0f} |")
+    return lines
+
+
+def table(path: str) -> str:
+    """The README's tables of a results file, by the kind of lines it holds: SAC against Brax (lines with a
+    ratio), our agents alone (``--skip-brax``), and time to a score (``--time-to-score``)."""
+    rows = [json.loads(line) for line in open(path)]
+    kinds = [(brax_table, [r for r in rows if "ratio" in r]),
+             (agents_table, [r for r in rows if "score" not in r and "ratio" not in r]),
+             (score_table, [r for r in rows if "score" in r])]
+    return "\n\n".join("\n".join(make(some)) for make, some in kinds if some)
 
 
 def main():
@@ -249,6 +308,8 @@ def main():
     if args.time_to_score is not None:
         for env_name in args.envs:
             emit(time_to_score(env_name, args.time_to_score, args.num_envs[0], args.max_steps, args.extra))
+            if not args.skip_brax:
+                emit(brax_time_to_score(env_name, args.time_to_score, args.num_envs[0], args.max_steps))
         return
     for env_name, n, agent_name in itertools.product(args.envs, args.num_envs, args.agents):
         row = {"agent": agent_name, "env": env_name, "num_envs": n, "batch": BATCH, "hidden": list(HIDDEN),

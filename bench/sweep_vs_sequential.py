@@ -3,6 +3,8 @@
     python bench/sweep_vs_sequential.py                                    # SAC, dmc/CartpoleSwingup, 8 seeds
     python bench/sweep_vs_sequential.py --env toy/Pendulum --hidden 64 --steps 20000
     python bench/sweep_vs_sequential.py --cpu-devices 2     # the K seeds sharded over 2 host devices (one per core)
+    python bench/sweep_vs_sequential.py --out bench/results/sweep_vs_sequential.jsonl   # + provenance, appended
+    python bench/sweep_vs_sequential.py --table bench/results/sweep_vs_sequential.jsonl # the README's table
 
 Both sides use the same compiled-program builder; the sequential side compiles its program once and reuses it
 for every seed (the most favourable case for it: separate `jaxrl train` processes would also pay start-up and a
@@ -24,6 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 if "--cpu-devices" in sys.argv:  # must be set before JAX starts
     count = sys.argv[sys.argv.index("--cpu-devices") + 1]
@@ -55,6 +58,24 @@ def train(trainer, run_chunk, cfg, seeds, chunks, mesh=None):
     return returns, time.perf_counter() - t0
 
 
+def table(path: str) -> str:
+    """The README's table of a results file: one row per measured setting."""
+    lines = ["| setting | vmapped run | sequential run | ratio (run only) | ratio counting one compile per sequential "
+             "run | largest final-return difference (returns) |", "|---|---|---|---|---|---|"]
+    for line in open(path):
+        r = json.loads(line)
+        setting = (f"{r['agent']}, `{r['env']}`, {r['seeds']} seeds, "
+                   f"{r['num_envs']} env{'s' if r['num_envs'] > 1 else ''}, 2×{r['hidden']}, "
+                   f"batch {r['batch_size']}, {r['env_steps'] // 1000}k steps")
+        if r["cpu_devices"] > 1:
+            setting += f", members sharded over {r['cpu_devices']} host devices"
+        both = r["final_eval_vmapped"] + r["final_eval_sequential"]
+        lines.append(f"| {setting} | {r['vmapped_run_s']:.1f} s | {r['sequential_run_s']:.1f} s | "
+                     f"{r['ratio_run']:.2f}× | {r['ratio_with_compile_per_run']:.2f}× | "
+                     f"{r['max_abs_diff']:.1f} ({min(both):.0f} … {max(both):.0f}) |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agent", default="sac")
@@ -66,7 +87,12 @@ def main():
     parser.add_argument("--batch-size", type=int, default=256)
     parser.add_argument("--cpu-devices", type=int, default=1, help="host devices to shard the members over")
     parser.add_argument("--eval-every", type=int, default=10_000)
+    parser.add_argument("--out", default=None, help="also append the JSON line (with provenance) to this file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the README's table of a results file")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     agent = get_agent(args.agent)
     loop = default_loop_config(agent, steps=args.steps, num_envs=args.num_envs, eval_every=args.eval_every,
                                buffer_size=max(args.steps, 10_000))
@@ -86,7 +112,9 @@ def main():
         returns, run_s = train(trainer, single_chunk, cfg, [seed], chunks, single)
         sequential.append(float(returns[0]))
         run_sequential += run_s
-    print(json.dumps({
+    from devtime import emit
+
+    emit({
         "agent": args.agent, "env": args.env, "seeds": args.seeds,
         "env_steps": chunks * trainer.schedule.chunk_env_steps,
         "num_envs": args.num_envs, "hidden": args.hidden, "batch_size": args.batch_size,
@@ -100,7 +128,7 @@ def main():
         "final_eval_vmapped": [round(float(x), 2) for x in together],
         "final_eval_sequential": [round(x, 2) for x in sequential],
         "max_abs_diff": round(float(np.max(np.abs(np.asarray(together) - np.asarray(sequential)))), 4),
-    }), flush=True)
+    }, args.out)
 
 
 if __name__ == "__main__":

@@ -4,6 +4,8 @@ per env step, SBX's Python training loop around its jitted updates.
     pip install torch==2.13.0 -e '.[bench]'    # torch: SB3 (SBX's base) imports it; 2.13.0 is the local CPU file
     python bench/vs_sbx.py                               # td3 and tqc on Pendulum and HalfCheetah
     python bench/vs_sbx.py --agents tqc --envs pendulum --steps 3000
+    python bench/vs_sbx.py --out bench/results/vs_sbx.jsonl     # also append the lines (with provenance)
+    python bench/vs_sbx.py --table bench/results/vs_sbx.jsonl   # the README's table from such a file
 
 Pairs (same dynamics where possible): ``toy/Pendulum`` vs Gymnasium ``Pendulum-v1`` (identical equations);
 ``brax/halfcheetah`` vs Gymnasium ``HalfCheetah-v5`` (MuJoCo C): the simulators differ there, the tasks match.
@@ -23,6 +25,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import jax
+from devtime import emit
 from sac_vs_brax import ours
 
 ENVS = {"pendulum": ("toy/Pendulum", "Pendulum-v1"), "halfcheetah": ("brax/halfcheetah", "HalfCheetah-v5")}
@@ -58,24 +61,42 @@ def sbx_steps_per_s(algo: str, env_id: str, policy_kwargs: dict, steps: int, war
     return {"sbx_env_steps_per_s": steps / (time.perf_counter() - t0), "sbx_warmup_and_compile_s": warm_s}
 
 
+def table(path: str) -> str:
+    """The README's table of a results file: one row per (setting, env pair)."""
+    lines = ["| agent | ours (env) | SBX (env) | ours env steps/s | SBX env steps/s | ours / SBX |",
+             "|---|---|---|---|---|---|"]
+    for line in open(path):
+        r = json.loads(line)
+        lines.append(f"| {r['setting']} | `{r['ours_env']}` | `{r['sbx_env']}` (sbx-rl {r.get('sbx_version', '?')}) | "
+                     f"{r['ours_env_steps_per_s']:.0f} | {r['sbx_env_steps_per_s']:.0f} | {r['ratio']:.2f}x |")
+    return "\n".join(lines)
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--agents", nargs="+", default=["td3", "tqc"], choices=sorted(SETTINGS))
     parser.add_argument("--envs", nargs="+", default=["pendulum", "halfcheetah"], choices=sorted(ENVS))
     parser.add_argument("--steps", type=int, default=2000, help="timed env steps (= gradient updates) per side")
+    parser.add_argument("--out", default=None, help="also append the JSON lines (with provenance) to this file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the README's table of a results file")
     args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
+    from importlib import metadata
     for name in args.agents:
         agent_name, overrides, algo, policy_kwargs = SETTINGS[name]
         for env_key in args.envs:
             our_env, gym_env = ENVS[env_key]
             row = {"setting": name, "ours_env": our_env, "sbx_env": gym_env, "num_envs": 1, "batch": 256,
                    "updates_per_env_step": 1, "sbx_policy_kwargs": policy_kwargs,
-                   "device": jax.devices()[0].device_kind}
+                   "device": jax.devices()[0].device_kind, "sbx_version": metadata.version("sbx-rl"),
+                   "torch_version": metadata.version("torch"), "mujoco_version": metadata.version("mujoco")}
             mine = ours(our_env, 1, args.steps, agent_name=agent_name, agent_overrides=overrides)
             row.update({k: mine[k] for k in ("ours_env_steps_per_s", "ours_compile_s")})
             row.update(sbx_steps_per_s(algo, gym_env, policy_kwargs, args.steps, warmup=1000))
             row["ratio"] = row["ours_env_steps_per_s"] / row["sbx_env_steps_per_s"]
-            print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}), flush=True)
+            emit({k: (round(v, 3) if isinstance(v, float) else v) for k, v in row.items()}, args.out)
 
 
 if __name__ == "__main__":
