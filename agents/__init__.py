@@ -13,7 +13,7 @@ from jaxrl.agent import Agent
 
 REGISTERED = {"sac": "agents.sac", "td3": "agents.td3", "tqc": "agents.tqc", "dsac_t": "agents.dsac_t",
               "simbav2": "agents.simbav2", "tdmpc2": "agents.tdmpc2",
-              "fasttd3": "agents.fasttd3", "fastsac": "agents.fastsac"}
+              "fasttd3": "agents.fasttd3", "fastsac": "agents.fastsac", "crossq": "agents.crossq"}
 
 
 def list_agents() -> list[str]:

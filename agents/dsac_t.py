@@ -57,7 +57,7 @@ from jaxrl.networks import (
     sample_tanh_gaussian,
     tanh_gaussian_act,
 )
-from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step
+from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step, trainable
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -310,8 +310,8 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         target_critic_params=critic_params,
         log_alpha=log_alpha,
         target_entropy=target_entropy,
-        actor_opt_state=actor_opt.init(actor_params),
-        critic_opt_state=critic_opt.init(critic_params),
+        actor_opt_state=actor_opt.init(trainable(actor_params)),
+        critic_opt_state=critic_opt.init(trainable(critic_params)),
         alpha_opt_state=alpha_opt.init(log_alpha),
         mean_std=jnp.zeros((num_critics(cfg),), jnp.float32),
         num_updates=jnp.zeros((), jnp.int32),

@@ -24,7 +24,7 @@ from jaxrl import checks
 from jaxrl.agent import Agent, added_field, delay_fields
 from jaxrl.losses import polyak_update, td_target, with_target
 from jaxrl.networks import MLP, CriticEnsemble, reading
-from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step
+from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step, trainable
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -144,8 +144,8 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         target_actor_params=actor_params,
         critic_params=critic_params,
         target_critic_params=critic_params,
-        actor_opt_state=actor_opt.init(actor_params),
-        critic_opt_state=critic_opt.init(critic_params),
+        actor_opt_state=actor_opt.init(trainable(actor_params)),
+        critic_opt_state=critic_opt.init(trainable(critic_params)),
         **delay_fields(DELAYED_METRICS),
         actor=actor,
         critic=critic,

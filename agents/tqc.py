@@ -33,7 +33,7 @@ from jaxrl.losses import (
     with_target,
 )
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.optim import grad_norm_metrics, gradient_step, trainable
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -165,8 +165,8 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         target_critic_params=critic_params,
         log_alpha=log_alpha,
         target_entropy=target_entropy,
-        actor_opt_state=actor_opt.init(actor_params),
-        critic_opt_state=critic_opt.init(critic_params),
+        actor_opt_state=actor_opt.init(trainable(actor_params)),
+        critic_opt_state=critic_opt.init(trainable(critic_params)),
         alpha_opt_state=alpha_opt.init(log_alpha),
         actor=actor,
         critic=critic,

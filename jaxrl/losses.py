@@ -9,8 +9,17 @@ import jax.numpy as jnp
 
 
 def polyak_update(params, target_params, tau):
-    """target <- tau * params + (1 - tau) * target, leaf by leaf. ``tau`` may be a traced scalar."""
+    """target <- tau * params + (1 - tau) * target, leaf by leaf. ``tau`` may be a traced scalar. An agent without
+    target networks (``target_params`` None: CrossQ, ``--sac.target-networks False``) has none to move: None."""
+    if target_params is None:
+        return None
     return jax.tree.map(lambda p, t: tau * p + (1.0 - tau) * t, params, target_params)
+
+
+def target_or_online(target_params, params):
+    """The parameters a TD target reads: the target network's, or, in an agent without target networks
+    (``target_params`` None), the online network's under ``stop_gradient`` (no copy kept, no Polyak step)."""
+    return jax.lax.stop_gradient(params) if target_params is None else target_params
 
 
 def td_target(batch, next_value):
@@ -101,7 +110,10 @@ def with_target(critic_loss_fn, target_fn=None):
     """``critic_loss_fn`` computing its TD target with ``target_fn`` (same signature as the agent's default target,
     e.g. ``sac.soft_td_target(state, batch, key, cfg)``) instead of its default: how ``make_update(target_fn=...)``
     swaps the target apart from the regression loss. A critic loss takes a target by its ``target_fn`` keyword
-    (every built-in one does); None keeps ``critic_loss_fn`` as it is."""
+    (every built-in one does); None keeps ``critic_loss_fn`` as it is.
+
+    ``target_fn`` may return ``(target, metrics)`` instead of the target alone: its metrics (a dict of scalars)
+    join the critic loss's, e.g. how often a clipped target hit its bound."""
     import inspect
 
     if target_fn is None:
@@ -110,4 +122,19 @@ def with_target(critic_loss_fn, target_fn=None):
         name = getattr(critic_loss_fn, "__name__", repr(critic_loss_fn))
         raise TypeError(f"critic loss {name} takes no target_fn keyword, so target_fn= cannot reach it: give it a "
                         "`target_fn=<default target>` parameter and compute its target with it")
-    return functools.partial(critic_loss_fn, target_fn=target_fn)
+
+    @functools.wraps(critic_loss_fn)
+    def critic_loss_with_target(params, *args, **kwargs):
+        reported = {}
+
+        def target_alone(*target_args, **target_kwargs):
+            out = target_fn(*target_args, **target_kwargs)
+            if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], dict):
+                reported.update(out[1])
+                return out[0]
+            return out
+
+        loss, aux = critic_loss_fn(params, *args, target_fn=target_alone, **kwargs)
+        return loss, ({**aux, **jax.lax.stop_gradient(reported)} if reported else aux)
+
+    return critic_loss_with_target

@@ -1,7 +1,7 @@
 """Optimisation: the one gradient step every agent takes for each of its networks."""
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
 import jax
@@ -16,16 +16,57 @@ class GradientStep(NamedTuple):
     grads: Any = None  # the gradient itself (ACE's dormancy reads it; unused, jit drops it)
 
 
+# The key of a loss's aux under which it returns its network's updated mutable collections (batch statistics):
+# ``gradient_step`` takes it out of the aux and writes it into the new variables. Losses of networks without
+# mutable collections leave it out (or return {}).
+NETWORK_STATE = "network_state"
+
+
+def collections_of(variables) -> dict:
+    """A Flax network's mutable collections (e.g. ``batch_stats``): every collection of ``variables`` but
+    ``params``; {} for plain networks and for parameters that are not a Flax variables dict."""
+    if isinstance(variables, Mapping) and "params" in variables:
+        return {name: value for name, value in variables.items() if name != "params"}
+    return {}
+
+
+def trainable(variables):
+    """What the optimizer moves: ``{"params": ...}`` of a network that also has mutable collections, else
+    ``variables`` as they are (so plain networks' optimizer states keep their layout). Build optimizer states
+    with it: ``optimizer.init(trainable(critic_params))``."""
+    return {"params": variables["params"]} if collections_of(variables) else variables
+
+
 def gradient_step(loss_fn: Callable, params, opt_state, optimizer: optax.GradientTransformation, *args
                   ) -> GradientStep:
     """Differentiate ``loss_fn(params, *args) -> (loss, aux)`` w.r.t. ``params`` and take one optimizer step.
 
     The caller decides when the new params enter its state, so an agent whose losses must all see the old
     parameters (TQC, DSAC-T) takes every step first and writes them afterwards.
+
+    A network with mutable collections (``params`` is ``{"params": ..., "batch_stats": ...}``): only
+    ``trainable(params)`` is differentiated and moved (its optimizer state is built on it), and the collections
+    the loss returns as ``aux[NETWORK_STATE]`` (``jaxrl.networks.forward``'s second output of its training pass)
+    replace the old ones in the new variables: running statistics move exactly once per gradient step of their
+    network, and never reach the metrics.
     """
-    grads, aux = jax.grad(loss_fn, has_aux=True)(params, *args)
-    updates, opt_state = optimizer.update(grads, opt_state, params)
-    return GradientStep(optax.apply_updates(params, updates), opt_state, aux, optax.tree.norm(grads), grads)
+    collections = collections_of(params)
+    if collections:
+        grads, aux = jax.grad(lambda p, *a: loss_fn({**p, **collections}, *a), has_aux=True)(trainable(params),
+                                                                                           *args)
+    else:
+        grads, aux = jax.grad(loss_fn, has_aux=True)(params, *args)
+    network_state = aux.pop(NETWORK_STATE, None) if isinstance(aux, dict) else None
+    updates, opt_state = optimizer.update(grads, opt_state, trainable(params))
+    new_params = optax.apply_updates(trainable(params), updates)
+    if network_state:
+        unknown = set(network_state) - set(collections)
+        if unknown:
+            raise TypeError(f"the loss returned aux[{NETWORK_STATE!r}] with collection(s) {sorted(unknown)} that its "
+                            f"network's variables do not have (they have {sorted(collections) or 'none'})")
+    if collections:
+        new_params = {**new_params, **collections, **(network_state or {})}
+    return GradientStep(new_params, opt_state, aux, optax.tree.norm(grads), grads)
 
 
 def grad_norm_metrics(**steps: GradientStep) -> dict[str, jax.Array]:
