@@ -20,13 +20,12 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxrl import checks
 from jaxrl.agent import Agent, added_field, delay_fields
-from jaxrl.losses import init_temperature, polyak_update, td_target, temperature_loss, with_target
-from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step, trainable
+from jaxrl.losses import init_temperature, polyak_update, target_or_online, td_target, temperature_loss, with_target
+from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, forward, reading, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.optim import adam, delayed_step, every_nth, grad_norm_metrics, gradient_step, network_state, trainable
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -66,6 +65,27 @@ class Config:
     """initial temperature alpha"""
     target_entropy: float | None = None
     """entropy target; None means -|A| (the paper's rule; Brax and Playground use -0.5|A|)"""
+    target_networks: bool = added_field(True)
+    """target critics moved by Polyak averaging (tau); False: the TD target reads the online critics under
+    stop_gradient, with no copy kept and no Polyak step"""
+    critic_dropout: float = added_field(0.0)
+    """dropout rate after each hidden Dense of the critics, on in every critic pass of training (DroQ: 0.01)"""
+    critic_layer_norm_first: bool = added_field(False)
+    """with critic_layer_norm: Dense -> (dropout) -> LayerNorm -> ReLU (DroQ's order) instead of Dense -> ReLU ->
+    LayerNorm"""
+    adam_b1: float = added_field(0.9)
+    """Adam's beta1, every optimiser of the agent (jaxrl.optim.adam)"""
+    adam_b2: float = added_field(0.999)
+    """Adam's beta2"""
+    adam_eps: float = added_field(1e-8)
+    """Adam's epsilon"""
+    weight_decay: float = added_field(0.0)
+    """decoupled weight decay (AdamW) of the actor and the critics when > 0"""
+    max_grad_norm: float | None = added_field(None)
+    """clip each network's gradient to this global norm before Adam; None: no clipping"""
+    lr_schedule: str = added_field("constant")
+    """every learning rate times a factor of the run's progress in updates: constant, linear (to 0) or cosine
+    (to 0)"""
 
 
 @flax.struct.dataclass
@@ -91,30 +111,39 @@ class State:
 
 
 def soft_td_target(state: State, batch: Batch, key, cfg: Config):
-    """y = r + gamma (1 - terminated)(min_j Qbar_j(s', a') - alpha log pi(a'|s')), a' ~ pi(.|s'), no gradient."""
+    """y = r + gamma (1 - terminated)(min_j Qbar_j(s', a') - alpha log pi(a'|s')), a' ~ pi(.|s'), no gradient
+    (Qbar: the target critics, or the online ones under stop_gradient with ``target_networks`` off)."""
     next_mean, next_log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, next_mean, next_log_std)
-    next_q = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]
-    next_value = jnp.min(next_q, axis=0) - jnp.exp(state.log_alpha) * next_log_prob
+    next_q, _ = forward(state.critic, target_or_online(state.target_critic_params, state.critic_params),
+                        batch.next_obs, next_action, train=True, key=jax.random.fold_in(key, 1))
+    next_value = jnp.min(next_q[..., 0], axis=0) - jnp.exp(state.log_alpha) * next_log_prob
     return jax.lax.stop_gradient(td_target(batch, next_value))
 
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=soft_td_target):
-    """sum_j E[(Q_j(s, a) - y)^2] with the TD target y = target_fn(...) (default: the soft TD target)."""
+    """sum_j E[(Q_j(s, a) - y)^2] with the TD target y = target_fn(...) (default: the soft TD target). Every critic
+    pass here is a training pass (dropout on, keys folded from ``key``); the critics' new statistics, if they have
+    any, return as aux[NETWORK_STATE]."""
     target = target_fn(state, batch, key, cfg)
-    q = state.critic.apply(critic_params, batch.obs, batch.action)[..., 0]  # [num_critics, B]
+    q, statistics = forward(state.critic, critic_params, batch.obs, batch.action, train=True,
+                            key=jax.random.fold_in(key, 2))
+    q = q[..., 0]  # [num_critics, B]
     loss = jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target),
+                  **network_state(statistics)}
 
 
 def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
     """E[alpha log pi(a|s) - min_j Q_j(s, a)], a reparameterised. aux["log_prob"] feeds the temperature loss."""
-    mean, log_std = state.actor.apply(actor_params, batch.obs)
+    (mean, log_std), statistics = forward(state.actor, actor_params, batch.obs, train=True,
+                                          key=jax.random.fold_in(key, 1))
     action, log_prob = sample_tanh_gaussian(key, mean, log_std)
-    q = state.critic.apply(state.critic_params, batch.obs, action)[..., 0]
+    q, _ = forward(state.critic, state.critic_params, batch.obs, action, train=True, key=jax.random.fold_in(key, 2))
     alpha = jnp.exp(jax.lax.stop_gradient(state.log_alpha))
-    loss = jnp.mean(alpha * log_prob - jnp.min(q, axis=0))
-    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob}
+    loss = jnp.mean(alpha * log_prob - jnp.min(q[..., 0], axis=0))
+    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob,
+                  **network_state(statistics)}
 
 
 def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
@@ -126,9 +155,11 @@ def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
 # ------------------------------------------------------------------------------------- init / act / update
 
 
-def optimizers(cfg: Config):
-    """Built from cfg at every call so learning rates may be traced values (sweeps vmap over them)."""
-    return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """Built from cfg at every call so learning rates may be traced values (sweeps vmap over them); ``progress``
+    (``state.progress``) feeds ``lr_schedule``."""
+    return adam(cfg, cfg.actor_lr, progress), adam(cfg, cfg.critic_lr, progress), adam(cfg, cfg.alpha_lr, progress,
+                                                                                     weight_decay=False)
 
 
 def check_config(cfg: Config) -> None:
@@ -138,13 +169,17 @@ def check_config(cfg: Config) -> None:
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
     checks.unit_interval(cfg, "gamma", "tau")
     checks.finite_or_none(cfg, "target_entropy")
+    checks.optimizer_fields(cfg)
+    checks.require(cfg, "critic_dropout", lambda x: 0 <= x < 1, "a number in [0, 1)")
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = reading(spec.actor_obs, GaussianPolicyHead(cfg.hidden_sizes, spec.action_size, "relu", cfg.log_std_min,
                                                        cfg.log_std_max))
     critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=cfg.num_critics,
-                                                     layer_norm=cfg.critic_layer_norm))
+                                                     layer_norm=cfg.critic_layer_norm,
+                                                     layer_norm_first=cfg.critic_layer_norm_first,
+                                                     dropout_rate=cfg.critic_dropout))
     actor_key, critic_key = jax.random.split(key)
     obs = zeros_obs(spec, (1,))
     action = jnp.zeros((1, spec.action_size))
@@ -155,7 +190,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     return State(
         actor_params=actor_params,
         critic_params=critic_params,
-        target_critic_params=critic_params,
+        target_critic_params=critic_params if cfg.target_networks else None,
         log_alpha=log_alpha,
         target_entropy=target_entropy,
         actor_opt_state=actor_opt.init(trainable(actor_params)),
@@ -182,7 +217,7 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
-        actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+        actor_opt, critic_opt, alpha_opt = optimizers(cfg, state.progress)
 
         critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)

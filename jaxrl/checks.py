@@ -117,3 +117,21 @@ def check_seed(seed: Any, count: int = 1) -> None:
         span = f" for {extra + 1} seeds (seed..seed+{extra})" if extra else ""
         raise ConfigError(f"seed must be an integer in [{SEED_MIN}, {SEED_MAX - extra}]{span}, got {show(seed)} "
                           "(jax.random.PRNGKey keeps only seed mod 2**32)")
+
+
+def optimizer_fields(cfg) -> None:
+    """The optimiser fields ``jaxrl.optim.adam`` reads, where ``cfg`` has them."""
+    from jaxrl.optim import LR_SCHEDULES
+
+    for name in ("adam_b1", "adam_b2"):
+        if hasattr(cfg, name):
+            require(cfg, name, lambda x: 0 <= x < 1, "a number in [0, 1)")
+    if hasattr(cfg, "adam_eps"):
+        positive(cfg, "adam_eps")
+    if hasattr(cfg, "weight_decay"):
+        non_negative(cfg, "weight_decay")
+    if getattr(cfg, "max_grad_norm", None) is not None:
+        positive(cfg, "max_grad_norm")
+    schedule = getattr(cfg, "lr_schedule", "constant")
+    if schedule not in LR_SCHEDULES:
+        raise ConfigError(f"lr_schedule must be one of {', '.join(LR_SCHEDULES)}, got {show(schedule)}")

@@ -22,6 +22,38 @@ class GradientStep(NamedTuple):
 NETWORK_STATE = "network_state"
 
 
+def network_state(statistics: dict) -> dict:
+    """``{NETWORK_STATE: statistics}`` for a loss's aux when the training pass returned statistics, else {} (plain
+    networks: the aux, and so the metrics of code that reads it directly, stay as they were)."""
+    return {NETWORK_STATE: statistics} if statistics else {}
+
+
+LR_SCHEDULES = ("constant", "linear", "cosine")
+
+
+def adam(cfg, learning_rate, progress=None, weight_decay: bool = True) -> optax.GradientTransformation:
+    """Adam for one network from the optimiser fields of ``cfg``, each absent one at its default (so an agent
+    declares only those it offers): ``adam_b1`` (0.9), ``adam_b2`` (0.999), ``adam_eps`` (1e-8), ``weight_decay``
+    (0.0; AdamW's decoupled decay when > 0 and ``weight_decay`` is True for this network, as it is not for a
+    temperature), ``max_grad_norm`` (None; else the gradient is clipped to that global norm first) and
+    ``lr_schedule`` ("constant"; "linear" or "cosine" from the learning rate to 0 over the run's planned updates,
+    read from ``progress``, the state's ``jaxrl.progress.Progress``: without it the rate is constant). At the
+    defaults it is ``optax.adam(learning_rate)`` exactly, so optimizer states keep their layout."""
+    import jax.numpy as jnp
+
+    schedule = getattr(cfg, "lr_schedule", "constant")
+    if schedule != "constant" and progress is not None:
+        done = progress.update_fraction
+        factor = 1.0 - done if schedule == "linear" else 0.5 * (1.0 + jnp.cos(jnp.pi * done))
+        learning_rate = learning_rate * factor
+    b1, b2, eps = getattr(cfg, "adam_b1", 0.9), getattr(cfg, "adam_b2", 0.999), getattr(cfg, "adam_eps", 1e-8)
+    decay = getattr(cfg, "weight_decay", 0.0) if weight_decay else 0.0
+    optimizer = (optax.adamw(learning_rate, b1=b1, b2=b2, eps=eps, weight_decay=decay) if decay > 0
+                 else optax.adam(learning_rate, b1=b1, b2=b2, eps=eps))
+    clip = getattr(cfg, "max_grad_norm", None)
+    return optimizer if clip is None else optax.chain(optax.clip_by_global_norm(clip), optimizer)
+
+
 def collections_of(variables) -> dict:
     """A Flax network's mutable collections (e.g. ``batch_stats``): every collection of ``variables`` but
     ``params``; {} for plain networks and for parameters that are not a Flax variables dict."""
