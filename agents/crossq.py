@@ -38,8 +38,8 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from jaxrl import checks
-from jaxrl.agent import Agent, delay_fields
+from jaxrl import ConfigError, checks
+from jaxrl.agent import Agent, delay_fields, extra_field
 from jaxrl.losses import init_temperature, td_target, temperature_loss
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, forward, reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import NETWORK_STATE, delayed_step, every_nth, grad_norm_metrics, gradient_step, trainable
@@ -103,6 +103,7 @@ class State:
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
     progress: Progress | None = progress_field()
+    extra: Any = extra_field()  # a plug-in's own learned state; the engine never touches it
     num_updates: jax.Array | None = flax.struct.field(default=None, kw_only=True)  # critic updates so far
     last_actor_metrics: dict[str, jax.Array] | None = flax.struct.field(default=None, kw_only=True)
 
@@ -165,10 +166,13 @@ def check_config(cfg: Config) -> None:
     checks.bounds_ordered(cfg, "log_std_min", "log_std_max")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
     checks.unit_interval(cfg, "gamma")
+    checks.finite_or_none(cfg, "target_entropy")
     for name in ("adam_b1", "adam_b2", "batch_renorm_momentum"):
         checks.require(cfg, name, lambda x: 0 <= x < 1, "a number in [0, 1)")
-    checks.require(cfg, "batch_renorm_warmup", lambda x: checks.as_int(x) is not None and x >= 0,
-                   "an integer >= 0 (training passes)")
+    warmup = checks.as_int(cfg.batch_renorm_warmup)
+    if warmup is None or warmup < 0:
+        raise ConfigError(f"batch_renorm_warmup must be an integer >= 0 (training passes), got "
+                          f"{checks.show(cfg.batch_renorm_warmup)}")
 
 
 def networks(spec: EnvSpec, cfg: Config):

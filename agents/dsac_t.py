@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import ConfigError, checks
-from jaxrl.agent import Agent, added_field
+from jaxrl.agent import Agent, added_field, extra_field
 from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, td_target, with_target
 from jaxrl.networks import (
     ACTIVATIONS,
@@ -142,6 +142,7 @@ class State:
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
     progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
+    extra: Any = extra_field()  # a plug-in's own learned state; the engine never touches it
 
 
 # ---------------------------------------------------------------------------------------------- losses

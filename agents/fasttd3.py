@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import ConfigError, checks
-from jaxrl.agent import Agent, added_field, delay_fields
+from jaxrl.agent import Agent, added_field, delay_fields, extra_field
 from jaxrl.distributional import c51_target, categorical_cross_entropy, expected_value
 from jaxrl.losses import polyak_update, with_target
 from jaxrl.networks import MLP, CriticEnsemble, reading
@@ -116,6 +116,7 @@ class State:
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
     progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
+    extra: Any = extra_field()  # a plug-in's own learned state; the engine never touches it
 
 
 # ---------------------------------------------------------------------------------------------- losses

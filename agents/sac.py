@@ -22,7 +22,7 @@ import jax
 import jax.numpy as jnp
 
 from jaxrl import checks
-from jaxrl.agent import Agent, added_field, delay_fields
+from jaxrl.agent import Agent, added_field, delay_fields, extra_field
 from jaxrl.losses import init_temperature, polyak_update, target_or_online, td_target, temperature_loss, with_target
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, forward, reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import adam, delayed_step, every_nth, grad_norm_metrics, gradient_step, network_state, trainable
@@ -101,6 +101,7 @@ class State:
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
     progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
+    extra: Any = extra_field()  # a plug-in's own learned state; the engine never touches it
     # With policy_delay > 1 only (None otherwise, so the state and its checkpoints are as before): critic updates
     # so far, and the last actor and temperature step's metrics, repeated on the updates in between.
     num_updates: jax.Array | None = flax.struct.field(default=None, kw_only=True)

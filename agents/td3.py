@@ -21,7 +21,7 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import checks
-from jaxrl.agent import Agent, added_field, delay_fields
+from jaxrl.agent import Agent, added_field, delay_fields, extra_field
 from jaxrl.losses import polyak_update, td_target, with_target
 from jaxrl.networks import MLP, CriticEnsemble, reading
 from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step, trainable
@@ -82,6 +82,7 @@ class State:
     actor: nn.Module = flax.struct.field(pytree_node=False)
     critic: nn.Module = flax.struct.field(pytree_node=False)
     progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
+    extra: Any = extra_field()  # a plug-in's own learned state; the engine never touches it
 
 
 # ---------------------------------------------------------------------------------------------- losses

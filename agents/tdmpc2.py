@@ -37,7 +37,7 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
-from jaxrl.agent import Agent
+from jaxrl.agent import Agent, extra_field
 from jaxrl.losses import polyak_update
 from jaxrl.networks import select_part, simnorm, tanh_log_det_jacobian
 from jaxrl.optim import grad_norm_metrics, gradient_step
@@ -214,6 +214,7 @@ class State:
     model: nn.Module = flax.struct.field(pytree_node=False)
     policy: nn.Module = flax.struct.field(pytree_node=False)
     progress: Progress | None = progress_field()  # where the run is, set by the loop for act/update
+    extra: Any = extra_field()  # a plug-in's own learned state; the engine never touches it
 
 
 # ---------------------------------------------------------------------------------------------- losses

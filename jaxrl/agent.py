@@ -105,6 +105,55 @@ def added_at_default(config_class, config: dict) -> set[str]:
             if name in config and plain(config[name]) == plain(before)}
 
 
+def extra_field():
+    """The ``extra`` field of every built-in ``State``: a plug-in's own learned state (any pytree: a dict of arrays, a
+    dataclass), None by default. Neither the engine nor a built-in agent ever reads or writes it, and fields added
+    to built-in states later go elsewhere, so a plug-in that keeps its state here never collides with them:
+    ``state.replace(extra={"reward_mean": jnp.zeros(())})`` in its ``init``, ``state.extra["reward_mean"]`` after.
+    Keyword-only with default None: checkpoints of states without it keep their layout."""
+    return flax.struct.field(default=None, kw_only=True)
+
+
+def check_state_fields(agent_name: str, state) -> None:
+    """One ``ConfigError`` line when a plug-in's ``State`` subclass declares a field its base also declares (a base
+    that gained a field of that name later, e.g. SAC's ``num_updates``): the two meanings would share one slot."""
+    import dataclasses
+
+    from jaxrl import ConfigError
+
+    if not dataclasses.is_dataclass(state):
+        return
+    declared: dict[str, type] = {}
+    for cls in type(state).__mro__:  # the subclass first, then its bases
+        for name in cls.__dict__.get("__annotations__", {}):
+            if name in declared and cls is not declared[name] and name not in ("progress", "extra"):
+                raise ConfigError(
+                    f"{agent_name}'s State {declared[name].__qualname__} declares field {name!r}, which its base "
+                    f"{cls.__module__}.{cls.__qualname__} also has: rename the plug-in's field, or keep the plug-in's "
+                    "own state in state.extra (jaxrl.agent.extra_field), which no built-in field can collide with")
+            declared.setdefault(name, cls)
+
+
+def checked_init(agent: Agent, key, spec, cfg):
+    """``agent.init(key, spec, cfg)``, with a clash of a plug-in's field and a built-in state's field one
+    ``ConfigError`` line instead of a ``TypeError`` traceback (``check_state_fields``)."""
+    import re
+
+    from jaxrl import ConfigError
+
+    try:
+        state = agent.init(key, spec, cfg)
+    except TypeError as e:
+        clash = re.search(r"got multiple values for (?:keyword )?argument '(\w+)'", str(e))
+        if clash is None:
+            raise
+        raise ConfigError(f"{agent.name}'s init builds its State with field {clash.group(1)!r} given twice: the base "
+                          "State it copies has a field of that name too (added to it later?); rename the plug-in's "
+                          "field, or keep the plug-in's own state in state.extra (jaxrl.agent.extra_field)") from None
+    check_state_fields(agent.name, state)
+    return state
+
+
 def delay_fields(metric_names) -> dict:
     """The state fields ``jaxrl.optim.delayed_step`` reads: ``num_updates`` (int32, 0) and ``last_actor_metrics``
     ({name: 0.0} for each metric the delayed step reports)."""
@@ -172,6 +221,7 @@ def checked_update(agent_name: str, before, output):
     over its entries without a word, so it is refused (reduce it in the update, e.g. ``jnp.mean``)."""
     import jax
     import jax.numpy as jnp
+    import numpy as np
 
     from jaxrl import ConfigError
     from jaxrl import progress as progress_lib
@@ -209,6 +259,9 @@ def checked_update(agent_name: str, before, output):
     for name, value in metrics.items():
         if not isinstance(name, str):
             raise ConfigError(f"{agent_name}'s update returned a metric named {name!r}: names must be strings")
+        if isinstance(value, bool) or not isinstance(value, (jax.Array, np.ndarray, np.generic, int, float)):
+            raise ConfigError(f"{agent_name}'s update returned metric {name!r} as a {type(value).__name__}: metrics "
+                              "must be scalar arrays (numbers computed in the update)")
         if jnp.ndim(value) != 0:
             raise ConfigError(f"{agent_name}'s update returned metric {name!r} of shape {list(jnp.shape(value))}: "
                               "metrics must be scalars (reduce it in the update, e.g. jnp.mean)")

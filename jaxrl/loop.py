@@ -30,7 +30,7 @@ from jaxrl import buffer as buffer_lib
 from jaxrl import pbt as pbt_lib
 from jaxrl import progress as progress_lib
 from jaxrl import sharding as sharding_lib
-from jaxrl.agent import Agent, check_config_type, checked_update, draw_batch
+from jaxrl.agent import Agent, check_config_type, checked_init, checked_update, draw_batch
 from jaxrl.evaluate import evaluate
 from jaxrl.normalization import (
     Normalizers,
@@ -569,7 +569,7 @@ def init_seed(program: Program, key, hparams) -> dict[str, Any]:
     """One seed's fresh per-seed fields of the TrainState."""
     agent_key, env_key, key = jax.random.split(key, 3)
     num_envs, spec = program.loop.num_envs, program.spec
-    return dict(agent=program.agent.init(agent_key, spec, hparams), hparams=hparams,
+    return dict(agent=checked_init(program.agent, agent_key, spec, hparams), hparams=hparams,
                 buffer=buffer_lib.init(program.buffer_layout), env=program.env.reset(env_key),
                 normalizers=init_normalizers(obs_structure(spec), num_envs),
                 carry=program.agent.init_carry(num_envs, spec, program.agent_cfg), key=key)

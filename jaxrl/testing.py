@@ -11,11 +11,15 @@ checks, in order (the update is called as the loop calls it: real batches from a
                  loop's program, or fails inside its scan);
 ``compile``      the jitted update is traced once over calls with new batches, keys and progress, its output fed
                  back in (a retrace would compile the loop's program again);
-``pure``         the same inputs give bitwise the same outputs, jitted and eagerly, and jit equals eager (a Python
-                 side effect or host randomness under jit breaks this);
+``pure``         the same inputs give bitwise the same outputs, jitted and eagerly, and jit equals eager; two traces
+                 under other Python / NumPy random states give the same program and constants (a Python side
+                 effect or host randomness under jit breaks this);
 ``gradients``    the losses stay finite and the parameters move on random batches and on edge cases: all
                  terminated, all truncated, rewards of +-1e3, actions at the bounds;
 ``batch``        two different batches move the parameters differently (a loss that ignores its batch does not);
+``targets``      target networks (``target*params`` fields) move over a few updates when the config's ``tau`` > 0;
+``statistics``   running statistics (``batch_stats``) move over a few updates (their loss returns them as
+                 ``aux[NETWORK_STATE]``);
 ``vmap``         vmapped over seeds and over every numeric hyperparameter at once (what ``--seeds`` and a sweep
                  program do), each member equals its own call;
 ``refresh``      (agents with a ``refresh`` hook) on a filled buffer it keeps every leaf's shape and dtype, is
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import random
 import re
 import tempfile
 import time
@@ -41,7 +46,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxrl import progress as progress_lib
-from jaxrl.agent import check_config_type, checked_update
+from jaxrl.agent import check_config_type, checked_init, checked_update
 
 
 class AgentCheckError(AssertionError):
@@ -124,7 +129,8 @@ def _setup(agent, cfg, env_name: str, seed: int) -> _Setup:
     @jax.jit
     def filled(key):
         # lax.map, not vmap: XLA:CPU never finishes SimbaV2's critic init vmapped over 2+ seeds (jaxrl/loop.py).
-        states = jax.lax.map(lambda k: agent.init(k, program.spec, cfg), jnp.stack([key, jax.random.fold_in(key, 2)]))
+        states = jax.lax.map(lambda k: checked_init(agent, k, program.spec, cfg),
+                             jnp.stack([key, jax.random.fold_in(key, 2)]))
         one = loop_lib.init_seed(program, key, cfg)
         env_state, buffer = one["env"], one["buffer"]
 
@@ -186,13 +192,30 @@ def check_pure(setup: _Setup, eager: bool = True) -> None:
     where = _first_difference(first, second)
     if where is not None:
         _fail("pure", f"two jitted calls on the same inputs differ in {where}")
-    # Traced again, a side effect (a counter, host randomness, a global read) gives another program.
-    programs = [str(jax.make_jaxpr(functools.partial(_update, setup))(*args, _traced(setup.cfg), 10))
-                for _ in range(2)]  # a new function object each time: make_jaxpr caches traces by function
-    if programs[0] != programs[1]:
-        line = next(a for a, b in zip(programs[0].splitlines(), programs[1].splitlines(), strict=False) if a != b)
+    # Traced again, a side effect (a counter, host randomness, a global read) gives another program. Each trace
+    # starts from another Python / NumPy random state, and the programs' constants are compared too: a value drawn
+    # from np.random at tracing is frozen into the program as a constant, which the program's text does not show.
+    programs, python_state, numpy_state = [], random.getstate(), np.random.get_state()
+    try:
+        for host_seed in (0, 1):
+            random.seed(host_seed)
+            np.random.seed(host_seed)
+            # a new function object each time: make_jaxpr caches traces by function
+            programs.append(jax.make_jaxpr(functools.partial(_update, setup))(*args, _traced(setup.cfg), 10))
+    finally:
+        random.setstate(python_state)
+        np.random.set_state(numpy_state)
+    texts = [str(p) for p in programs]
+    if texts[0] != texts[1]:
+        line = next(a for a, b in zip(texts[0].splitlines(), texts[1].splitlines(), strict=False) if a != b)
         _fail("pure", f"two traces of the update give different programs (first difference: {line.strip()[:80]}): "
                       "a Python side effect or host randomness in the update, which under jit runs once, at tracing")
+    for first_const, second_const in zip(programs[0].consts, programs[1].consts, strict=True):
+        if not np.array_equal(np.asarray(first_const), np.asarray(second_const), equal_nan=True):
+            _fail("pure", "two traces of the update, under other Python / NumPy random states, bake different "
+                          f"constants into the program (one of shape {list(np.shape(first_const))}): host randomness "
+                          "(np.random, random) drawn while tracing is frozen into the program; draw from the update's "
+                          "key (jax.random) instead")
     if not eager:
         return
     with jax.disable_jit():
@@ -248,6 +271,57 @@ def check_uses_batch(setup: _Setup) -> None:
         moved = any(not np.array_equal(start[p], one[p]) for p in paths)
         if moved and all(np.array_equal(one[p], other[p]) for p in paths):
             _fail("batch", f"two different batches moved {group} identically: its loss ignores the batch")
+
+
+def _several_updates(setup: _Setup) -> list:
+    """The states after each of a few updates, the state fed back in: enough for a delayed network (the actor of
+    TD3, CrossQ, REDQ) to take at least one step."""
+    count = min(max(4, int(getattr(setup.cfg, "policy_delay", 1))), 32)
+    state, states = setup.state, []
+    for k in range(count):
+        state, _ = setup.call(state, setup.batches[k % len(setup.batches)], jax.random.PRNGKey(100 + k), updates=10 + k)
+        states.append(state)
+    return states
+
+
+def _fields_moved(before, states, select) -> dict[str, bool]:
+    """{state field: whether any of its leaves that ``select(path)`` picks changed in any of ``states``}."""
+    start = dict(_paths(jax.device_get(before)))
+    moved: dict[str, bool] = {}
+    for path in start:
+        if select(path):
+            field = re.match(r"\.?(\w+)", path).group(1)
+            changed = any(not np.array_equal(start[path], dict(_paths(s))[path]) for s in states)
+            moved[field] = moved.get(field, False) or changed
+    return moved
+
+
+def check_targets_move(setup: _Setup) -> None:
+    """Target networks (fields ``target*params``) move when the config's Polyak rate ``tau`` is above 0."""
+    tau = getattr(setup.cfg, "tau", None)
+    if tau is None or not float(tau) > 0:
+        return
+    states = _several_updates(setup)
+    moved = _fields_moved(setup.state, states, lambda p: re.match(r"\.?target\w*params", p) is not None)
+    frozen = [field for field, changed in moved.items() if not changed]
+    if frozen:
+        _fail("targets", f"{', '.join(frozen)} never moved over {len(states)} updates with tau={float(tau)}: the "
+                         "Polyak step is missing or writes the old values back (polyak_update's result must enter the "
+                         "state)")
+
+
+def check_statistics_move(setup: _Setup) -> None:
+    """Networks with running statistics (a ``batch_stats`` collection) update them in training passes."""
+    if not any("['batch_stats']" in path for path, _ in _paths(setup.state)):
+        return
+    states = _several_updates(setup)
+    moved = _fields_moved(setup.state, states,
+                          lambda p: "['batch_stats']" in p and not re.match(r"\.?target", p))
+    frozen = [field for field, changed in moved.items() if not changed]
+    if frozen:
+        _fail("statistics", f"the batch statistics of {', '.join(frozen)} never changed over {len(states)} updates: "
+                            "their loss must run a training pass (jaxrl.networks.forward(..., train=True)) and return "
+                            "its new statistics as aux[jaxrl.optim.NETWORK_STATE], which gradient_step writes back")
 
 
 def _numeric_fields(cfg) -> list[str]:
@@ -443,8 +517,8 @@ def check_probes(agent, cfg, q_fn: Callable | None, truncated_cfg=None, seed: in
 
 
 CHECKS = {"shapes": check_shapes, "compile": check_compiles_once, "pure": check_pure, "gradients": check_gradients,
-          "batch": check_uses_batch, "vmap": check_vmaps, "refresh": check_refresh,
-          "checkpoint": check_checkpoint}
+          "batch": check_uses_batch, "targets": check_targets_move, "statistics": check_statistics_move,
+          "vmap": check_vmaps, "refresh": check_refresh, "checkpoint": check_checkpoint}
 
 
 def check_agent(agent, cfg=None, *, env: str = "toy/Pendulum", q_fn: Callable | None = None, probes: bool = False,
@@ -467,7 +541,10 @@ def check_agent(agent, cfg=None, *, env: str = "toy/Pendulum", q_fn: Callable | 
     if unknown:
         raise ValueError(f"skip={sorted(unknown)}: checks are {', '.join([*CHECKS, 'probes'])}")
     t0 = time.perf_counter()
-    setup = _setup(agent, cfg, env, seed)
+    try:
+        setup = _setup(agent, cfg, env, seed)
+    except ConfigError as e:  # a State whose fields clash (jaxrl.agent.checked_init)
+        _fail("state", str(e))
     seconds = {"setup": time.perf_counter() - t0}
     for name, check in CHECKS.items():
         if name in skip:

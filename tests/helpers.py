@@ -98,7 +98,8 @@ def tiny(agent="sac"):
     tdmpc_sizes = ["--tdmpc2.latent-dim", "16", "--tdmpc2.hidden-dim", "16", "--tdmpc2.encoder-dim", "16",
                    "--tdmpc2.num-samples", "32", "--tdmpc2.num-elites", "4", "--tdmpc2.num-pi-trajs", "4",
                    "--tdmpc2.iterations", "1", "--pretrain-updates", "10"]
-    widths = {"tqc": split_widths, "dsac_t": split_widths, "simbav2": simba_widths, "tdmpc2": tdmpc_sizes,
+    widths = {"tqc": split_widths, "dsac_t": split_widths, "crossq": split_widths, "simbav2": simba_widths,
+              "tdmpc2": tdmpc_sizes,
               # Their loop defaults' updates per step (2/128, 8/4096) would make 4 envs' update blocks longer
               # than the tiny run's 200-step chunks.
               "fasttd3": [*split_widths, "--updates-per-step", "0.25"],

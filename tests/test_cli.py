@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers import TINY, assert_one_line_error, jaxrl, saved_state, tiny, wandb_offline_runs
 
-AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2", "fasttd3", "fastsac"]
+AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2", "fasttd3", "fastsac", "crossq"]
 NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN test blows up (1e30: finite, so accepted)
 
 

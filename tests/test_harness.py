@@ -18,8 +18,8 @@ def test_every_built_in_agent_passes_the_harness(name):
     examples' test makes it): purity is checked by two jitted calls and two traces (what catches side effects)."""
     probe = PROBES[name]
     seconds = check_agent(probe.agent, probe.bandit_cfg, eager=False)
-    assert set(seconds) == {"setup", "shapes", "compile", "pure", "gradients", "batch", "vmap", "refresh",
-                            "checkpoint"}
+    assert set(seconds) == {"setup", "shapes", "compile", "pure", "gradients", "batch", "targets", "statistics",
+                            "vmap", "refresh", "checkpoint"}
 
 
 def test_the_examples_pass_the_harness_and_redq_its_probes():
@@ -66,14 +66,68 @@ def grows_a_leaf(state, batch, key, cfg):
     return state.replace(log_alpha=jnp.stack([state.log_alpha, state.log_alpha])), metrics
 
 
+def frozen_targets(state, batch, key, cfg):
+    """Forgets the Polyak step: the target critics stay at their initial values."""
+    target = state.target_critic_params
+    state, metrics = sac.update(state, batch, key, cfg)
+    return state.replace(target_critic_params=target), metrics
+
+
+def draws_on_the_host(critic_params, state, batch, key, cfg):
+    """Host randomness: np.random runs once, at tracing, and its draw is frozen into the program as a constant."""
+    import numpy as np
+
+    noise = np.random.normal(size=batch.reward.shape).astype(np.float32)
+    return sac.critic_loss(critic_params, state, batch.replace(reward=batch.reward + noise), key, cfg)
+
+
+def a_text_metric(state, batch, key, cfg):
+    state, metrics = sac.update(state, batch, key, cfg)
+    return state, {**metrics, "phase": "warm-up"}
+
+
+def three_values(state, batch, key, cfg):
+    state, metrics = sac.update(state, batch, key, cfg)
+    return state, metrics, {}
+
+
 @pytest.mark.parametrize("update,check,fragment", [
     (sac.make_update(critic_loss_fn=nan_when_all_terminated), "gradients",
      "non-finite metrics on an all-terminated batch: actor_loss=nan, critic_loss=nan"),
     (sac.make_update(critic_loss_fn=counts_its_calls), "pure", "two traces of the update give different programs"),
     (sac.make_update(critic_loss_fn=ignores_the_batch), "batch", "moved critic_params identically: its loss ignores"),
     (grows_a_leaf, "shapes", "changes state leaf .log_alpha from float32[] to float32[2]"),
-], ids=["nan-when-all-terminated", "side-effect-under-jit", "ignores-the-batch", "leaf-changes-shape"])
+    (frozen_targets, "targets", "target_critic_params never moved over 4 updates with tau=0.005"),
+    (sac.make_update(critic_loss_fn=draws_on_the_host), "pure", "host randomness (np.random, random) drawn while"),
+    (a_text_metric, "shapes", "returned metric 'phase' as a str: metrics must be scalar arrays"),
+    (three_values, "shapes", "update returned a tuple of 3 value(s): it must return (state, metrics)"),
+], ids=["nan-when-all-terminated", "side-effect-under-jit", "ignores-the-batch", "leaf-changes-shape",
+        "targets-never-move", "host-randomness", "text-metric", "three-values"])
 def test_the_harness_catches_broken_agents_with_the_right_message(update, check, fragment):
     with pytest.raises(AgentCheckError) as e:
         check_agent(sac.AGENT._replace(name="broken", update=update), SMALL_SAC)
     assert str(e.value).startswith(f"[{check}]") and fragment in str(e.value), str(e.value)
+
+
+def test_the_harness_catches_statistics_never_written_back():
+    """A CrossQ whose critic loss drops the new batch statistics (the old metrics trick, forgotten)."""
+    from agents import crossq
+    from jaxrl.optim import NETWORK_STATE
+
+    def forgets_statistics(critic_params, state, batch, key, cfg):
+        loss, aux = crossq.critic_loss(critic_params, state, batch, key, cfg)
+        return loss, {k: v for k, v in aux.items() if k != NETWORK_STATE}
+
+    broken = crossq.AGENT._replace(name="broken", update=crossq.make_update(critic_loss_fn=forgets_statistics))
+    cfg = crossq.Config(actor_hidden_sizes=(16, 16), critic_hidden_sizes=(16, 16), batch_size=32)
+    with pytest.raises(AgentCheckError) as e:
+        check_agent(broken, cfg, eager=False, skip=("vmap", "checkpoint"))
+    assert str(e.value).startswith("[statistics] the batch statistics of critic_params never changed"), str(e.value)
+
+
+def test_the_harness_refuses_another_agents_config_in_one_line():
+    from agents import td3
+
+    with pytest.raises(AgentCheckError) as e:
+        check_agent(sac.AGENT, td3.Config(hidden_sizes=(16, 16), batch_size=32))
+    assert str(e.value).startswith("[config] the config is a agents.td3.Config, not agent 'sac'"), str(e.value)

@@ -12,7 +12,7 @@ from jaxrl.types import EnvSpec
 
 pytest.importorskip("jax2onnx")  # the onnx extra; the test extra installs it
 
-MEMORYLESS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "fasttd3", "fastsac"]
+MEMORYLESS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "fasttd3", "fastsac", "crossq"]
 
 
 @pytest.mark.parametrize("name", MEMORYLESS)

@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from agents import dsac_t, fastsac, fasttd3, sac, simbav2, td3, tdmpc2, tqc
+from agents import crossq, dsac_t, fastsac, fasttd3, sac, simbav2, td3, tdmpc2, tqc
 from jaxrl.loop import LoopConfig
 from jaxrl.types import EnvSpec
 from tests.helpers import train
@@ -162,6 +162,18 @@ PROBES = {
                      # Its policy starts narrow (std e^-2.5, entropy target 0): after the uniform warm-up it
                      # rarely tries a = 0.5 when c = -0.5, where its Q is 0.19 low (measured).
                      privileged_atol=0.25),
+    # Batch renormalised critics read out in inference mode (running statistics), as CrossQ acts and evaluates.
+    # The bandit's actor is a plain MLP: its observation is constant, so every unit of a renormalised actor is
+    # constant over the batch (zero batch variance): training passes normalise it to exactly 0, inference divides
+    # the running mean's lag by sqrt(eps), and the deterministic action read out (-0.04, measured) is not the one
+    # trained. The critics see varied actions and stay renormalised; their running statistics come from batches
+    # whose actions gather at the policy's 0.5 as it learns, so Q at the rarely tried -0.5 and 0.9 extrapolates
+    # (one critic read 0.21 and 1.15 for 0 and 0.84, measured; the other within 0.09): a wider tolerance there.
+    "crossq": Probe(crossq.AGENT, crossq.Config(actor_hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32),
+                                                batch_size=64, init_alpha=0.01, actor_batch_renorm=False),
+                    crossq.Config(actor_hidden_sizes=(32, 32), critic_hidden_sizes=(32, 32), batch_size=64,
+                                  gamma=0.9, **NO_TEMPERATURE),
+                    lambda cfg: critic_means, bandit_atol=0.35),
     "tdmpc2": Probe(tdmpc2.AGENT, tdmpc2.Config(**SMALL_TDMPC2, horizon=1, batch_size=64),
                     tdmpc2.Config(**SMALL_TDMPC2, batch_size=64, gamma=0.9, tau=0.05),
                     latent_q, stopped_q=symlog_fixed_point(window_end_share())),

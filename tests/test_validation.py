@@ -17,7 +17,7 @@ from jaxrl import ConfigError
 from jaxrl.checks import SEED_MAX, check_seed
 from jaxrl.loop import LoopConfig, check_loop_config, default_loop_config, make_schedule
 
-AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2", "fasttd3", "fastsac"]
+AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2", "fasttd3", "fastsac", "crossq"]
 NAN, INF = float("nan"), float("inf")
 
 
@@ -89,6 +89,11 @@ BAD = {
         ("num_critics", 0, "0"), ("policy_delay", 2.0, "2.0"), ("log_std_max", -6.0, "log_std_max=-6.0"),
         ("weight_decay", NAN, "nan"), ("alpha_weight_decay", -0.01, "-0.01"), ("adam_b2", 1.0, "1.0"),
         ("target_entropy_ratio", INF, "inf"),
+    ],
+    "crossq": [f for f in COMMON_SAC_LIKE if f[0] != "tau"] + SAC_TEMPERATURE + SPLIT_WIDTHS + [
+        ("adam_b1", 1.0, "1.0"), ("adam_b2", -0.1, "-0.1"), ("batch_renorm_momentum", 1.0, "1.0"),
+        ("batch_renorm_warmup", -1, "-1"), ("batch_renorm_warmup", 1.5, "1.5"), ("policy_delay", 0, "0"),
+        ("num_critics", 0, "0"), ("log_std_min", 3.0, "log_std_min=3.0"),
     ],
     "tdmpc2": [f for f in COMMON_SAC_LIKE if f[0] not in ("actor_lr", "critic_lr")] + [
         ("latent_dim", 0, "0"), ("hidden_dim", 0, "0"), ("hidden_dim", 512.0, "512.0"), ("encoder_dim", -256, "-256"),
