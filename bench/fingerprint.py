@@ -4,7 +4,8 @@
     python bench/fingerprint.py [agents...] > after.txt    # on the new code; diff the two
 
 Each agent trains 2 seeds for 800 env steps on toy/Pendulum (4 envs, two chunks, updates from env step 200,
-batch 32) at its default widths (TD-MPC2 at small ones: its default planner takes most of an hour here); the
+batch 32) at its default widths (TD-MPC2 at small ones: its default planner takes most of an hour here; SimbaV2's
+and CrossQ's critics at 128 and 256 wide instead of 512 and 2048: 100 s each in the test suite otherwise); the
 line is a SHA-256 of every leaf of the final training state (but its hyperparameters, which are inputs: a Config
 field added later adds a leaf there) and of every chunk's metrics, bit for bit, with the last evaluation returns
 beside it to read. To fingerprint an older commit, point ``--tree`` at a worktree of it
@@ -43,13 +44,15 @@ RECORDS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results", "f
 
 SMALL_TDMPC2 = dict(latent_dim=16, hidden_dim=32, encoder_dim=32, num_samples=32, num_elites=4, num_pi_trajs=4,
                     iterations=2)
+SMALLER = {"tdmpc2": SMALL_TDMPC2, "simbav2": dict(critic_hidden_dim=128),
+           "crossq": dict(critic_hidden_sizes=(256, 256))}
 
 
 def fingerprint(name: str) -> tuple[str, list[float]]:
     agent = get_agent(name)
     loop = LoopConfig(steps=800, num_envs=4, num_eval_envs=2, eval_every=400, learning_starts=200, buffer_size=4000,
                       **{k: v for k, v in agent.loop_defaults.items() if k in ("updates_per_step", "n_step")})
-    cfg = agent.Config().replace(batch_size=32, **(SMALL_TDMPC2 if name == "tdmpc2" else {}))
+    cfg = agent.Config().replace(batch_size=32, **SMALLER.get(name, {}))
     trainer = make_train(agent, envs.make("toy/Pendulum", loop.num_envs), envs.make("toy/Pendulum", 2), loop, cfg)
     state = trainer.init(0, 2)
     digest = hashlib.sha256()

@@ -213,7 +213,7 @@ def test_crossq_swings_up_the_pendulum():
 
     loop = LoopConfig(steps=10_000, num_envs=4, num_eval_envs=10, eval_every=2000, learning_starts=1000,
                       buffer_size=10_000)
-    cfg = crossq.Config(actor_hidden_sizes=(64, 64), critic_hidden_sizes=(256, 256))
+    cfg = crossq.Config(actor_hidden_sizes=(64, 64), critic_hidden_sizes=(128, 128))
     _, history = train("toy/Pendulum", loop, cfg, seed=0, seeds=2, agent=crossq.AGENT)
     final = history[-1]["eval/return"]
     assert history[0]["eval/return"].max() < -700

@@ -352,7 +352,8 @@ def test_the_readmes_hook_table_builds_agents_that_update():
     recent = agents["RECENT_REWARD"]
     refreshed = recent.refresh(recent.init(keys[2], spec, cfg), buffer, KEY, cfg)
     assert recent.refresh_interval(cfg) == 10_000
-    assert float(refreshed.extra["reward_mean"]) == pytest.approx(np.mean(np.repeat(np.arange(4, 12), 2)))  # rows t = 4..11
+    # rows t = 4..11
+    assert float(refreshed.extra["reward_mean"]) == pytest.approx(np.mean(np.repeat(np.arange(4, 12), 2)))
     from jaxrl.agent import draw_batch
 
     narrowing = agents["NARROWING"]
