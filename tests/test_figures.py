@@ -19,6 +19,9 @@ GENERATORS = [
     ["bench/default_run.py", "--readme"],
     ["bench/reproduce_table.py", "bench/results/reproduce_sac_dmc.json"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/sac_vs_brax.jsonl"],
+    ["bench/sac_vs_brax.py", "--table", "bench/results/every_agent_speed.jsonl"],
+    ["bench/sac_vs_brax.py", "--table", "bench/results/time_to_score.jsonl"],
+    ["bench/compile_time.py", "--table", "bench/results/compile_time.jsonl"],
     ["bench/massive.py", "--readme", "bench/results/massive_cpu.jsonl",
      "bench/results/massive_cpu_cheetah_clean.jsonl"],
     ["bench/suite_summary.py", "--readme", "bench/results/gpu_suite_h200.jsonl",
@@ -26,7 +29,7 @@ GENERATORS = [
 ]
 
 
-@pytest.mark.parametrize("args", GENERATORS, ids=lambda args: " ".join(args[:2]))
+@pytest.mark.parametrize("args", GENERATORS, ids=lambda args: " ".join(args[:3]))
 def test_each_readme_figure_is_what_its_generator_prints_and_the_readme_names_the_command(args, repo_root):
     printed = subprocess.run([sys.executable, *args], cwd=repo_root, capture_output=True, text=True,
                              check=True).stdout.strip()
@@ -43,6 +46,16 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
     for r in runs:
         assert r["date"] and len(r["commit"]) == 40 and r["environment"]["packages"]["jax"]
         assert r["eval_curve"][-1] == [r["env_steps"], pytest.approx(r["final_eval_return"])]
+
+
+@pytest.mark.parametrize("name", ["compile_time", "every_agent_speed", "time_to_score", "sac_vs_brax"])
+def test_each_speed_results_line_says_what_measured_it(repo_root, name):
+    with open(os.path.join(repo_root, "bench", "results", f"{name}.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    for row in rows:
+        stamp = row["provenance"]
+        assert stamp["command"].startswith("python bench/") and stamp["date"].startswith("2026-")
+        assert len(stamp["environment"]["git"]["commit"]) == 40 and stamp["environment"]["packages"]["jax"]
 
 
 def test_the_reproduction_results_say_what_measured_them(repo_root):
