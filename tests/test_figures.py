@@ -22,6 +22,7 @@ GENERATORS = [
     ["bench/sac_vs_brax.py", "--table", "bench/results/every_agent_speed.jsonl"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/time_to_score.jsonl"],
     ["bench/compile_time.py", "--table", "bench/results/compile_time.jsonl"],
+    ["bench/sweep_vs_sequential.py", "--table", "bench/results/sweep_vs_sequential.jsonl"],
     ["bench/massive.py", "--readme", "bench/results/massive_cpu.jsonl",
      "bench/results/massive_cpu_cheetah_clean.jsonl"],
     ["bench/suite_summary.py", "--readme", "bench/results/gpu_suite_h200.jsonl",
@@ -48,7 +49,8 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
         assert r["eval_curve"][-1] == [r["env_steps"], pytest.approx(r["final_eval_return"])]
 
 
-@pytest.mark.parametrize("name", ["compile_time", "every_agent_speed", "time_to_score", "sac_vs_brax"])
+@pytest.mark.parametrize("name", ["compile_time", "every_agent_speed", "time_to_score", "sac_vs_brax",
+                                  "sweep_vs_sequential"])
 def test_each_speed_results_line_says_what_measured_it(repo_root, name):
     with open(os.path.join(repo_root, "bench", "results", f"{name}.jsonl")) as f:
         rows = [json.loads(line) for line in f]
