@@ -287,12 +287,11 @@ def _several_updates(setup: _Setup) -> list:
 def _fields_moved(before, states, select) -> dict[str, bool]:
     """{state field: whether any of its leaves that ``select(path)`` picks changed in any of ``states``}."""
     start = dict(_paths(jax.device_get(before)))
+    later = [dict(_paths(s)) for s in states]
     moved: dict[str, bool] = {}
-    for path in start:
-        if select(path):
-            field = re.match(r"\.?(\w+)", path).group(1)
-            changed = any(not np.array_equal(start[path], dict(_paths(s))[path]) for s in states)
-            moved[field] = moved.get(field, False) or changed
+    for path in filter(select, start):
+        field = re.match(r"\.?(\w+)", path).group(1)
+        moved[field] = moved.get(field, False) or any(not np.array_equal(start[path], s[path]) for s in later)
     return moved
 
 

@@ -60,10 +60,16 @@ def test_sac_critics_with_dropout_draw_their_masks_from_the_losss_key():
     again = float(sac.critic_loss(state.critic_params, state, BATCH, jax.random.key(1), cfg)[0])
     other = float(sac.critic_loss(state.critic_params, state, BATCH, jax.random.key(2), cfg)[0])
     assert first == again and first != other
-    # acting and the Q read-out are inference passes: no dropout, the same values whatever the key
-    q = state.critic.apply(state.critic_params, BATCH.obs, BATCH.action)
-    plain = sac.init(jax.random.key(0), SPEC, SMALL)
-    assert q.shape == plain.critic.apply(plain.critic_params, BATCH.obs, BATCH.action).shape
+    # inference passes (acting, the Q read-out) drop nothing: the same values whatever the key
+    from jaxrl.networks import forward
+
+    def inference(key):
+        return forward(state.critic, state.critic_params, BATCH.obs, BATCH.action, key=key)[0]
+
+    np.testing.assert_array_equal(inference(jax.random.key(1)), inference(jax.random.key(2)))
+    training = forward(state.critic, state.critic_params, BATCH.obs, BATCH.action, train=True,
+                       key=jax.random.key(1))[0]
+    assert bool(jnp.any(training != inference(jax.random.key(1))))
 
 
 def one_adam_step(optimizer, progress=None):
@@ -114,7 +120,7 @@ def test_a_target_hook_may_return_metrics_beside_its_target():
     state = sac.init(jax.random.key(0), SPEC, SMALL)
     key = jax.random.key(1)
     _, metrics = sac.make_update(target_fn=counted_target)(state, BATCH, key, SMALL)
-    plain_state, plain = sac.update(state, BATCH, key, SMALL)
+    _, plain = sac.update(state, BATCH, key, SMALL)
     assert float(metrics["target_max"]) == pytest.approx(float(jnp.max(sac.soft_td_target(
         state, BATCH, jax.random.split(key)[0], SMALL))))
     assert float(metrics["critic_loss"]) == float(plain["critic_loss"])

@@ -99,7 +99,9 @@ def test_each_critic_keeps_its_own_statistics_and_a_gradient_step_writes_them_ba
     inputs = jnp.concatenate([obs, action], axis=-1)  # the first BRN normalises (s, a): moved by 0.1 of its mean
     np.testing.assert_allclose(first["mean"], 0.1 * np.broadcast_to(inputs.mean(0), (2, 3)), rtol=1e-6)
     assert first["steps"].tolist() == [1, 1] and set(step.aux) == {"q"}  # the statistics never reach the metrics
-    assert step.params["params"] is not variables["params"]
+    moved = jax.tree.map(lambda a, b: bool(jnp.any(a != b)), step.params["params"], variables["params"])
+    assert all(jax.tree.leaves(moved))  # every trained parameter stepped; the collections are not trained
+    assert set(step.opt_state[0].mu) == {"params"}
 
 
 # ---------------------------------------------------------------------------------------- CrossQ's losses
