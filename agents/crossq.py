@@ -36,13 +36,21 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent, delay_fields, extra_field
 from jaxrl.losses import init_temperature, td_target, temperature_loss
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, forward, reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import NETWORK_STATE, delayed_step, every_nth, grad_norm_metrics, gradient_step, trainable
+from jaxrl.optim import (
+    NETWORK_STATE,
+    OptimizerConfig,
+    adam,
+    delayed_step,
+    every_nth,
+    grad_norm_metrics,
+    gradient_step,
+    trainable,
+)
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -50,7 +58,7 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas (here 0.5, 0.999), eps, weight decay, clipping, lr schedule
     actor_hidden_sizes: tuple[int, ...] = static((256, 256))
     """hidden layer widths of the actor"""
     critic_hidden_sizes: tuple[int, ...] = static((2048, 2048))
@@ -80,9 +88,9 @@ class Config:
     alpha_lr: float = 1e-3
     """Adam learning rate of log alpha (plain Adam: betas 0.9, 0.999)"""
     adam_b1: float = 0.5
-    """Adam's beta1 for the actor and the critics"""
+    """Adam's beta1 for the actor and the critics (the temperature keeps plain Adam's 0.9, officially)"""
     adam_b2: float = 0.999
-    """Adam's beta2 for the actor and the critics"""
+    """Adam's beta2 for the actor and the critics (the temperature keeps 0.999)"""
     gamma: float = 0.99
     """discount"""
     init_alpha: float = 1.0
@@ -153,10 +161,11 @@ def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
 # ------------------------------------------------------------------------------------- init / act / update
 
 
-def optimizers(cfg: Config):
-    """Built from cfg at every call so learning rates and betas may be traced values (sweeps vmap over them)."""
-    return (optax.adam(cfg.actor_lr, b1=cfg.adam_b1, b2=cfg.adam_b2),
-            optax.adam(cfg.critic_lr, b1=cfg.adam_b1, b2=cfg.adam_b2), optax.adam(cfg.alpha_lr))
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """Built from cfg at every call so learning rates and betas may be traced values (sweeps vmap over them);
+    ``progress`` (``state.progress``) feeds ``lr_schedule``. The temperature's Adam keeps betas (0.9, 0.999)."""
+    return (adam(cfg, cfg.actor_lr, progress), adam(cfg, cfg.critic_lr, progress),
+            adam(cfg, cfg.alpha_lr, progress, weight_decay=False, adam_b1=0.9, adam_b2=0.999))
 
 
 def check_config(cfg: Config) -> None:
@@ -167,8 +176,8 @@ def check_config(cfg: Config) -> None:
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
     checks.unit_interval(cfg, "gamma")
     checks.finite_or_none(cfg, "target_entropy")
-    for name in ("adam_b1", "adam_b2", "batch_renorm_momentum"):
-        checks.require(cfg, name, lambda x: 0 <= x < 1, "a number in [0, 1)")
+    checks.optimizer_fields(cfg)
+    checks.require(cfg, "batch_renorm_momentum", lambda x: 0 <= x < 1, "a number in [0, 1)")
     warmup = checks.as_int(cfg.batch_renorm_warmup)
     if warmup is None or warmup < 0:
         raise ConfigError(f"batch_renorm_warmup must be an integer >= 0 (training passes), got "
@@ -220,7 +229,7 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
-        actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+        actor_opt, critic_opt, alpha_opt = optimizers(cfg, state.progress)
         critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state,

@@ -44,20 +44,30 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
+import optax  # the Huber terms
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent, added_field, extra_field
-from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, td_target, with_target
+from jaxrl.losses import init_temperature, log_temperature_loss, polyak_update, target_or_online, td_target, with_target
 from jaxrl.networks import (
     ACTIVATIONS,
     CriticEnsemble,
     GaussianPolicyHead,
+    forward,
     reading,
     sample_tanh_gaussian,
     tanh_gaussian_act,
 )
-from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step, trainable
+from jaxrl.optim import (
+    OptimizerConfig,
+    adam,
+    delayed_step,
+    every_nth,
+    grad_norm_metrics,
+    gradient_step,
+    network_state,
+    trainable,
+)
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -69,7 +79,7 @@ REFINEMENTS = ("expected_value_sub", "twin_distributions", "adaptive_boundary", 
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas, eps, weight decay, clipping, lr schedule
     actor_hidden_sizes: tuple[int, ...] = static((256, 256, 256))
     """hidden layer widths of the policy"""
     critic_hidden_sizes: tuple[int, ...] = static((256, 256, 256))
@@ -122,6 +132,9 @@ class Config:
     """initial temperature alpha (official: log alpha_0 = 1)"""
     target_entropy: float | None = None
     """entropy target; None means -|A|"""
+    target_networks: bool = added_field(True)
+    """a target policy and target critics moved by Polyak averaging (tau); False: the targets read the online
+    policy and critics under stop_gradient, with no copies kept and no Polyak step"""
 
 
 @flax.struct.dataclass
@@ -152,10 +165,16 @@ def num_critics(cfg: Config) -> int:
     return 2 if cfg.twin_distributions else 1
 
 
+def distribution_pass(critic: nn.Module, params, obs, action, train: bool = False, key=None):
+    """((mu, sigma), new statistics): one pass of the critics (``jaxrl.networks.forward``; ``train`` with dropout
+    from ``key``), mu and sigma each [critics, B], sigma = softplus(raw)."""
+    out, statistics = forward(critic, params, obs, action, train=train, key=key)
+    return (out[..., 0], jax.nn.softplus(out[..., 1])), statistics
+
+
 def value_distributions(critic: nn.Module, params, obs, action):
-    """(mu, sigma), each [critics, B]: the critics' Gaussian return distributions, sigma = softplus(raw)."""
-    out = critic.apply(params, obs, action)
-    return out[..., 0], jax.nn.softplus(out[..., 1])
+    """(mu, sigma), each [critics, B]: the critics' Gaussian return distributions in inference mode."""
+    return distribution_pass(critic, params, obs, action)[0]
 
 
 def running_mean_std(mean_std, sigma, num_updates, tau_b):
@@ -172,9 +191,12 @@ def distributional_targets(state: State, batch: Batch, key, cfg: Config):
     k = argmin_i mubar_i(s', a'); y_q = r + gamma (1 - d)(mubar_k - alpha log pi(a'|s')), y_z likewise with z_k.
     """
     action_key, xi_key = jax.random.split(key)
-    mean, log_std = state.actor.apply(state.target_actor_params, batch.next_obs)
+    (mean, log_std), _ = forward(state.actor, target_or_online(state.target_actor_params, state.actor_params),
+                                 batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(action_key, mean, log_std)
-    next_mu, next_sigma = value_distributions(state.critic, state.target_critic_params, batch.next_obs, next_action)
+    (next_mu, next_sigma), _ = distribution_pass(
+        state.critic, target_or_online(state.target_critic_params, state.critic_params), batch.next_obs,
+        next_action, train=True, key=jax.random.fold_in(key, 1))
     xi_clip = cfg.clip_boundary if cfg.xi_clip is None else cfg.xi_clip
     xi = jnp.clip(jax.random.normal(xi_key, next_mu.shape), -xi_clip, xi_clip)
     next_sample = next_mu + xi * next_sigma
@@ -240,8 +262,10 @@ def critic_huber_terms(mu, sigma, y_q, y_z_clipped, mean_std, cfg: Config):
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=distributional_targets):
     """L_1 + L_2 on one minibatch against the targets (y_q, y_z) = target_fn(...); also returns the updated running
-    stds b (aux "mean_std")."""
-    mu, sigma = value_distributions(state.critic, critic_params, batch.obs, batch.action)
+    stds b (aux "mean_std"). Critic passes are training passes (dropout keys folded from ``key``); new statistics
+    return as aux[NETWORK_STATE]."""
+    (mu, sigma), statistics = distribution_pass(state.critic, critic_params, batch.obs, batch.action, train=True,
+                                                key=jax.random.fold_in(key, 2))
     mean_std = running_mean_std(state.mean_std, sigma, state.num_updates, cfg.tau_b)
     y_q, y_z = target_fn(state, batch, key, cfg)
     y_z_clipped = clipped_sample_target(y_z, mu, sample_target_bound(mean_std, cfg))
@@ -250,16 +274,19 @@ def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, tar
     loss = jnp.sum(terms(mu, sigma, mean_target, y_z_clipped, mean_std, cfg))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(mu), "q_std": jnp.mean(sigma),
                   "td_error_sq": jnp.mean(jnp.square(y_q[None, :] - mu)), "target_mean": jnp.mean(y_q),
-                  "mean_std": mean_std}
+                  "mean_std": mean_std, **network_state(statistics)}
 
 
 def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
     """E[alpha log pi(a|s) - min_i mu_i(s, a)], a ~ pi(.|s) reparameterised, on the online critics' means."""
-    mean, log_std = state.actor.apply(actor_params, batch.obs)
+    (mean, log_std), statistics = forward(state.actor, actor_params, batch.obs, train=True,
+                                          key=jax.random.fold_in(key, 1))
     action, log_prob = sample_tanh_gaussian(key, mean, log_std)
-    mu, _ = value_distributions(state.critic, state.critic_params, batch.obs, action)
+    (mu, _), _ = distribution_pass(state.critic, state.critic_params, batch.obs, action, train=True,
+                                   key=jax.random.fold_in(key, 2))
     loss = jnp.mean(jnp.exp(jax.lax.stop_gradient(state.log_alpha)) * log_prob - jnp.min(mu, axis=0))
-    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob}
+    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob,
+                  **network_state(statistics)}
 
 
 def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
@@ -271,8 +298,11 @@ def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
 # ------------------------------------------------------------------------------------- init / act / update
 
 
-def optimizers(cfg: Config):
-    return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """Built from cfg at every call so learning rates may be traced values (sweeps vmap over them); ``progress``
+    (``state.progress``) feeds ``lr_schedule``."""
+    return (adam(cfg, cfg.actor_lr, progress), adam(cfg, cfg.critic_lr, progress),
+            adam(cfg, cfg.alpha_lr, progress, weight_decay=False))
 
 
 def check_config(cfg: Config) -> None:
@@ -292,6 +322,7 @@ def check_config(cfg: Config) -> None:
                           "critic_loss_form='paper' (DSAC-v1's ablations of the paper's loss), not to the huber form")
     checks.unit_interval(cfg, "gamma", "tau", "tau_b")
     checks.finite_or_none(cfg, "target_entropy")
+    checks.optimizer_fields(cfg)
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
@@ -306,9 +337,9 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor_opt, critic_opt, alpha_opt = optimizers(cfg)
     return State(
         actor_params=actor_params,
-        target_actor_params=actor_params,
+        target_actor_params=actor_params if cfg.target_networks else None,
         critic_params=critic_params,
-        target_critic_params=critic_params,
+        target_critic_params=critic_params if cfg.target_networks else None,
         log_alpha=log_alpha,
         target_entropy=target_entropy,
         actor_opt_state=actor_opt.init(trainable(actor_params)),
@@ -338,7 +369,7 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
-        actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+        actor_opt, critic_opt, alpha_opt = optimizers(cfg, state.progress)
         critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)
         mean_std = critic.aux.pop("mean_std")

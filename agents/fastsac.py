@@ -36,14 +36,22 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent, added_field, delay_fields, extra_field
 from jaxrl.distributional import c51_target, categorical_cross_entropy, expected_value
-from jaxrl.losses import init_temperature, polyak_update, temperature_loss, with_target
-from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import delayed_step, grad_norm_metrics, gradient_step, official_delayed_turn, trainable
+from jaxrl.losses import init_temperature, polyak_update, target_or_online, temperature_loss, with_target
+from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, forward, reading, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.optim import (
+    OptimizerConfig,
+    adam,
+    delayed_step,
+    grad_norm_metrics,
+    gradient_step,
+    network_state,
+    official_delayed_turn,
+    trainable,
+)
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -51,7 +59,7 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas (here 0.9, 0.95), eps, weight decay, clipping, lr schedule
     critic_hidden_sizes: tuple[int, ...] = static((768, 384, 192))
     """hidden layer widths of each critic (official critic_hidden_dim 768, halved per layer)"""
     actor_hidden_sizes: tuple[int, ...] = static((512, 256, 128))
@@ -86,7 +94,7 @@ class Config:
     alpha_lr: float = 3e-4
     """AdamW learning rate of log alpha"""
     weight_decay: float = 0.001
-    """AdamW weight decay of the actor and the critics"""
+    """AdamW weight decay of the actor and the critics (a swept number, so AdamW even at 0)"""
     alpha_weight_decay: float = 0.01
     """AdamW weight decay of log alpha (PyTorch's default, which the official code leaves in place)"""
     adam_b2: float = 0.95
@@ -99,6 +107,9 @@ class Config:
     """initial temperature alpha"""
     target_entropy_ratio: float = 0.0
     """the entropy target is -target_entropy_ratio * |A| (0: a target of 0 nats)"""
+    target_networks: bool = added_field(True)
+    """target critics moved by Polyak averaging (tau); False: the target distributions come from the online
+    critics under stop_gradient, with no copy kept and no Polyak step"""
 
 
 @flax.struct.dataclass
@@ -131,31 +142,36 @@ def soft_target_distributions(state: State, batch: Batch, key, cfg: Config):
     (1 - terminated)(z - alpha log pi(a'|s')), [B] log pi(a'|s')), no gradient through either."""
     mean, log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, mean, log_std, cfg.log_prob_epsilon)
-    next_logits = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)  # [N, B, atoms]
+    next_logits, _ = forward(state.critic, target_or_online(state.target_critic_params, state.critic_params),
+                             batch.next_obs, next_action, train=True, key=jax.random.fold_in(key, 1))  # [N, B, atoms]
     soft = jnp.exp(state.log_alpha) * next_log_prob
     return c51_target(batch, jax.nn.softmax(next_logits, axis=-1), support(cfg), next_shift=soft), next_log_prob
 
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=soft_target_distributions):
     """sum_j E[-sum_i m_ji log p_ji(s, a)], m_j critic j's own soft C51 target (target_fn: the distributions and
-    log pi(a'|s')). aux["next_log_prob"] feeds the temperature loss."""
+    log pi(a'|s')). aux["next_log_prob"] feeds the temperature loss. Critic passes are training passes (dropout
+    keys folded from ``key``); new statistics return as aux[NETWORK_STATE]."""
     target, next_log_prob = target_fn(state, batch, key, cfg)
-    logits = state.critic.apply(critic_params, batch.obs, batch.action)
+    logits, statistics = forward(state.critic, critic_params, batch.obs, batch.action, train=True,
+                                 key=jax.random.fold_in(key, 2))
     loss = jnp.sum(jnp.mean(categorical_cross_entropy(target, logits), axis=-1))
     q = expected_value(jax.nn.softmax(logits, axis=-1), support(cfg))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q),
                   "target_mean": jnp.mean(expected_value(target, support(cfg))),
-                  "next_log_prob": jax.lax.stop_gradient(next_log_prob)}
+                  "next_log_prob": jax.lax.stop_gradient(next_log_prob), **network_state(statistics)}
 
 
 def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
     """E[alpha log pi(a|s) - mean_j Q_j(s, a)], a reparameterised, Q_j critic j's expected value."""
-    mean, log_std = state.actor.apply(actor_params, batch.obs)
+    (mean, log_std), statistics = forward(state.actor, actor_params, batch.obs, train=True,
+                                          key=jax.random.fold_in(key, 1))
     action, log_prob = sample_tanh_gaussian(key, mean, log_std, cfg.log_prob_epsilon)
-    logits = state.critic.apply(state.critic_params, batch.obs, action)
+    logits, _ = forward(state.critic, state.critic_params, batch.obs, action, train=True,
+                        key=jax.random.fold_in(key, 2))
     q = jnp.mean(expected_value(jax.nn.softmax(logits, axis=-1), support(cfg)), axis=0)
     loss = jnp.mean(jnp.exp(jax.lax.stop_gradient(state.log_alpha)) * log_prob - q)
-    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob)}
+    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), **network_state(statistics)}
 
 
 def alpha_loss(log_alpha, state: State, next_log_prob, cfg: Config):
@@ -167,13 +183,11 @@ def alpha_loss(log_alpha, state: State, next_log_prob, cfg: Config):
 # ------------------------------------------------------------------------------------- init / act / update
 
 
-def optimizers(cfg: Config):
-    """(actor, critic, temperature) AdamW, built from cfg at every call so their rates may be traced (sweeps)."""
-    def adamw(lr, weight_decay):
-        return optax.adamw(lr, b1=0.9, b2=cfg.adam_b2, weight_decay=weight_decay)
-
-    return (adamw(cfg.actor_lr, cfg.weight_decay), adamw(cfg.critic_lr, cfg.weight_decay),
-            adamw(cfg.alpha_lr, cfg.alpha_weight_decay))
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """(actor, critic, temperature) AdamW, built from cfg at every call so their rates may be traced (sweeps);
+    ``progress`` (``state.progress``) feeds ``lr_schedule``."""
+    return (adam(cfg, cfg.actor_lr, progress), adam(cfg, cfg.critic_lr, progress),
+            adam(cfg, cfg.alpha_lr, progress, weight_decay=cfg.alpha_weight_decay))
 
 
 def check_config(cfg: Config) -> None:
@@ -185,8 +199,8 @@ def check_config(cfg: Config) -> None:
     checks.bounds_ordered(cfg, "log_std_min", "log_std_max")
     checks.bounds_ordered(cfg, "v_min", "v_max")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
-    checks.non_negative(cfg, "weight_decay", "alpha_weight_decay")
-    checks.require(cfg, "adam_b2", lambda x: 0 <= x < 1, "a number in [0, 1)")
+    checks.non_negative(cfg, "alpha_weight_decay")
+    checks.optimizer_fields(cfg)
     checks.unit_interval(cfg, "gamma", "tau")
     checks.finite_or_none(cfg, "target_entropy_ratio")
 
@@ -208,7 +222,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     return State(
         actor_params=actor_params,
         critic_params=critic_params,
-        target_critic_params=critic_params,
+        target_critic_params=critic_params if cfg.target_networks else None,
         log_alpha=log_alpha,
         target_entropy=target_entropy,
         actor_opt_state=actor_opt.init(trainable(actor_params)),
@@ -235,7 +249,7 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
-        actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+        actor_opt, critic_opt, alpha_opt = optimizers(cfg, state.progress)
         critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)
         next_log_prob = critic.aux.pop("next_log_prob")

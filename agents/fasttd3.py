@@ -34,14 +34,22 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl.agent import Agent, added_field, delay_fields, extra_field
 from jaxrl.distributional import c51_target, categorical_cross_entropy, expected_value
-from jaxrl.losses import polyak_update, with_target
-from jaxrl.networks import MLP, CriticEnsemble, reading
-from jaxrl.optim import delayed_step, grad_norm_metrics, gradient_step, official_delayed_turn, trainable
+from jaxrl.losses import polyak_update, target_or_online, with_target
+from jaxrl.networks import MLP, CriticEnsemble, forward, reading
+from jaxrl.optim import (
+    OptimizerConfig,
+    adam,
+    delayed_step,
+    grad_norm_metrics,
+    gradient_step,
+    network_state,
+    official_delayed_turn,
+    trainable,
+)
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -49,7 +57,7 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas, eps, weight decay (here 0.1), clipping, lr schedule
     critic_hidden_sizes: tuple[int, ...] = static((1024, 512, 256))
     """hidden layer widths of each critic (official critic_hidden_dim 1024, halved per layer)"""
     actor_hidden_sizes: tuple[int, ...] = static((512, 256, 128))
@@ -78,7 +86,7 @@ class Config:
     critic_lr: float = 3e-4
     """AdamW learning rate of the twin critics"""
     weight_decay: float = 0.1
-    """AdamW weight decay of both networks"""
+    """AdamW weight decay of both networks (the official 0.1; a swept number, so AdamW even at 0)"""
     gamma: float = 0.99
     """discount"""
     tau: float = 0.1
@@ -91,6 +99,9 @@ class Config:
     """lowest per-env exploration noise std"""
     std_max: float = 0.4
     """highest per-env exploration noise std"""
+    target_networks: bool = added_field(True)
+    """target critics moved by Polyak averaging (tau); False: the target distributions come from the online
+    critics under stop_gradient, with no copy kept and no Polyak step"""
 
 
 class DeterministicActor(nn.Module):
@@ -131,10 +142,11 @@ def target_distributions(state: State, batch: Batch, key, cfg: Config):
     the online actor, projected onto the support from r + discount (1 - terminated) z; with ``use_cdq`` every row
     is the projection whose expected value is smallest, per sample (the last such on ties: with two critics, the
     official ``where(q1 < q2, q1_proj, q2_proj)``)."""
-    action = state.actor.apply(state.actor_params, batch.next_obs)
+    action, _ = forward(state.actor, state.actor_params, batch.next_obs)
     noise = jnp.clip(cfg.policy_noise * jax.random.normal(key, action.shape), -cfg.noise_clip, cfg.noise_clip)
     next_action = jnp.clip(action + noise, -1.0, 1.0)
-    next_logits = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)
+    next_logits, _ = forward(state.critic, target_or_online(state.target_critic_params, state.critic_params),
+                             batch.next_obs, next_action, train=True, key=jax.random.fold_in(key, 1))
     projected = c51_target(batch, jax.nn.softmax(next_logits, axis=-1), support(cfg))
     if not cfg.use_cdq:
         return projected
@@ -146,29 +158,34 @@ def target_distributions(state: State, batch: Batch, key, cfg: Config):
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=target_distributions):
     """sum_j E[-sum_i m_ji log p_ji(s, a)]: each critic's cross-entropy to its target distribution m_j =
-    target_fn(...)[j] (default: the official projections)."""
+    target_fn(...)[j] (default: the official projections). Critic passes are training passes (dropout keys folded
+    from ``key``); new statistics return as aux[NETWORK_STATE]."""
     target = target_fn(state, batch, key, cfg)
-    logits = state.critic.apply(critic_params, batch.obs, batch.action)
+    logits, statistics = forward(state.critic, critic_params, batch.obs, batch.action, train=True,
+                                 key=jax.random.fold_in(key, 2))
     loss = jnp.sum(jnp.mean(categorical_cross_entropy(target, logits), axis=-1))
     q = expected_value(jax.nn.softmax(logits, axis=-1), support(cfg))
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q),
-                  "target_mean": jnp.mean(expected_value(target, support(cfg)))}
+                  "target_mean": jnp.mean(expected_value(target, support(cfg))), **network_state(statistics)}
 
 
 def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
     """-E[min(Q1, Q2)(s, pi(s))] with ``use_cdq``, else -E[(Q1 + Q2) / 2]; Q the critics' expected values."""
-    logits = state.critic.apply(state.critic_params, batch.obs, state.actor.apply(actor_params, batch.obs))
+    action, statistics = forward(state.actor, actor_params, batch.obs, train=True, key=jax.random.fold_in(key, 1))
+    logits, _ = forward(state.critic, state.critic_params, batch.obs, action, train=True,
+                        key=jax.random.fold_in(key, 2))
     q = expected_value(jax.nn.softmax(logits, axis=-1), support(cfg))
     loss = -jnp.mean(jnp.min(q, axis=0) if cfg.use_cdq else jnp.mean(q, axis=0))
-    return loss, {"actor_loss": loss}
+    return loss, {"actor_loss": loss, **network_state(statistics)}
 
 
 # ------------------------------------------------------------------------------------- init / act / update
 
 
-def optimizers(cfg: Config):
-    return (optax.adamw(cfg.actor_lr, weight_decay=cfg.weight_decay),
-            optax.adamw(cfg.critic_lr, weight_decay=cfg.weight_decay))
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """AdamW of both networks, built from cfg at every call so their rates may be traced (sweeps); ``progress``
+    (``state.progress``) feeds ``lr_schedule``."""
+    return adam(cfg, cfg.actor_lr, progress), adam(cfg, cfg.critic_lr, progress)
 
 
 def check_config(cfg: Config) -> None:
@@ -181,7 +198,8 @@ def check_config(cfg: Config) -> None:
     checks.bounds_ordered(cfg, "std_min", "std_max")
     checks.positive(cfg, "actor_lr", "critic_lr", "init_scale")
     checks.unit_interval(cfg, "gamma", "tau")
-    checks.non_negative(cfg, "weight_decay", "policy_noise", "noise_clip", "std_min")
+    checks.non_negative(cfg, "policy_noise", "noise_clip", "std_min")
+    checks.optimizer_fields(cfg)
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
@@ -196,7 +214,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     return State(
         actor_params=actor_params,
         critic_params=critic_params,
-        target_critic_params=critic_params,
+        target_critic_params=critic_params if cfg.target_networks else None,
         actor_opt_state=actor_opt.init(trainable(actor_params)),
         critic_opt_state=critic_opt.init(trainable(critic_params)),
         **delay_fields(DELAYED_METRICS),
@@ -214,7 +232,7 @@ def init_carry(num_envs: int, spec: EnvSpec, cfg: Config):
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
-    action = state.actor.apply(state.actor_params, obs)
+    action, _ = forward(state.actor, state.actor_params, obs)
     if deterministic:
         return action, carry
     scale_key, noise_key = jax.random.split(key)
@@ -235,7 +253,7 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, target_fn=
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
-        actor_opt, critic_opt = optimizers(cfg)
+        actor_opt, critic_opt = optimizers(cfg, state.progress)
         critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state,

@@ -25,7 +25,16 @@ from jaxrl import checks
 from jaxrl.agent import Agent, added_field, delay_fields, extra_field
 from jaxrl.losses import init_temperature, polyak_update, target_or_online, td_target, temperature_loss, with_target
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, forward, reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import adam, delayed_step, every_nth, grad_norm_metrics, gradient_step, network_state, trainable
+from jaxrl.optim import (
+    OptimizerConfig,
+    adam,
+    delayed_step,
+    every_nth,
+    grad_norm_metrics,
+    gradient_step,
+    network_state,
+    trainable,
+)
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -33,7 +42,7 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas, eps, weight decay, clipping, lr schedule
     hidden_sizes: tuple[int, ...] = static((256, 256))
     """hidden layer widths of the actor and of each critic"""
     batch_size: int = static(256)
@@ -73,19 +82,6 @@ class Config:
     critic_layer_norm_first: bool = added_field(False)
     """with critic_layer_norm: Dense -> (dropout) -> LayerNorm -> ReLU (DroQ's order) instead of Dense -> ReLU ->
     LayerNorm"""
-    adam_b1: float = added_field(0.9)
-    """Adam's beta1, every optimiser of the agent (jaxrl.optim.adam)"""
-    adam_b2: float = added_field(0.999)
-    """Adam's beta2"""
-    adam_eps: float = added_field(1e-8)
-    """Adam's epsilon"""
-    weight_decay: float = added_field(0.0)
-    """decoupled weight decay (AdamW) of the actor and the critics when > 0"""
-    max_grad_norm: float | None = added_field(None)
-    """clip each network's gradient to this global norm before Adam; None: no clipping"""
-    lr_schedule: str = added_field("constant")
-    """every learning rate times a factor of the run's progress in updates: constant, linear (to 0) or cosine
-    (to 0)"""
 
 
 @flax.struct.dataclass

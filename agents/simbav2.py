@@ -31,12 +31,12 @@ import jax.numpy as jnp
 import optax
 
 from jaxrl import ConfigError, checks
-from jaxrl.agent import Agent, extra_field
+from jaxrl.agent import Agent, added_field, extra_field
 from jaxrl.distributional import c51_target
 from jaxrl.hyperspherical import HyperCriticEnsemble, HyperTanhGaussianActor, project_hyper_kernels
-from jaxrl.losses import init_temperature, polyak_update, temperature_loss
-from jaxrl.networks import reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.losses import init_temperature, polyak_update, target_or_online, temperature_loss, with_target
+from jaxrl.networks import forward, reading, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.optim import OptimizerConfig, adam, grad_norm_metrics, gradient_step, network_state, trainable
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -44,7 +44,7 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas, eps, weight decay, clipping, lr schedule (times the decay below)
     actor_hidden_dim: int = static(128)
     """width h of the actor's sphere (its MLPs are expansion * h wide)"""
     actor_num_blocks: int = static(1)
@@ -81,6 +81,9 @@ class Config:
     """initial temperature alpha"""
     target_entropy: float | None = None
     """entropy target; None means -0.5 |A|"""
+    target_networks: bool = added_field(True)
+    """a target critic moved by Polyak averaging (tau); False: the target distribution comes from the online
+    critic under stop_gradient, with no copy kept and no Polyak step"""
 
 
 @flax.struct.dataclass
@@ -113,11 +116,15 @@ def expected_values(log_probs, cfg: Config):
 
 def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
     """E[alpha log pi(a|s) - Q(s, a)], Q the critic's expected value (the min over two critics with CDQ)."""
-    mean, log_std = state.actor.apply(actor_params, batch.obs)
+    (mean, log_std), statistics = forward(state.actor, actor_params, batch.obs, train=True,
+                                          key=jax.random.fold_in(key, 1))
     action, log_prob = sample_tanh_gaussian(key, mean, log_std)
-    q = jnp.min(expected_values(state.critic.apply(state.critic_params, batch.obs, action), cfg), axis=0)
+    log_probs, _ = forward(state.critic, state.critic_params, batch.obs, action, train=True,
+                           key=jax.random.fold_in(key, 2))
+    q = jnp.min(expected_values(log_probs, cfg), axis=0)
     loss = jnp.mean(jnp.exp(jax.lax.stop_gradient(state.log_alpha)) * log_prob - q)
-    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob}
+    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob,
+                  **network_state(statistics)}
 
 
 def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
@@ -129,32 +136,45 @@ def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
 def target_distribution(state: State, batch: Batch, key, cfg: Config):
     """[B, num_bins] target: the target critic's distribution at (s', a' ~ pi), atoms shifted to
     r + gamma (1 - terminated)(z_j - alpha log pi(a'|s')) (gamma^m for n-step transitions),
-    projected back onto the support (C51)."""
+    projected back onto the support (C51). Target critic: the online one under stop_gradient with
+    ``target_networks`` off."""
     mean, log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, mean, log_std)
-    next_log_probs = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)  # [N, B, bins]
+    next_log_probs, _ = forward(state.critic, target_or_online(state.target_critic_params, state.critic_params),
+                                batch.next_obs, next_action, train=True, key=jax.random.fold_in(key, 1))  # [N, B, bins]
     # With two critics, per sample the distribution whose expected value is smaller (clipped double-Q).
     chosen = jnp.argmin(expected_values(next_log_probs, cfg), axis=0)  # [B]
     next_probs = jnp.exp(jnp.take_along_axis(next_log_probs, chosen[None, :, None], axis=0)[0])
     return c51_target(batch, next_probs, support(cfg), next_shift=jnp.exp(state.log_alpha) * next_log_prob)
 
 
-def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config):
-    """Cross-entropy -sum_j m_j log p_j(s, a), batch mean, summed over the critics (same target for each)."""
-    target = target_distribution(state, batch, key, cfg)
-    log_probs = state.critic.apply(critic_params, batch.obs, batch.action)
+def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=target_distribution):
+    """Cross-entropy -sum_j m_j log p_j(s, a), batch mean, summed over the critics (same target m = target_fn(...)
+    for each). Critic passes are training passes (dropout keys folded from ``key``); new statistics return as
+    aux[NETWORK_STATE]."""
+    target = target_fn(state, batch, key, cfg)
+    log_probs, statistics = forward(state.critic, critic_params, batch.obs, batch.action, train=True,
+                                    key=jax.random.fold_in(key, 2))
     loss = jnp.sum(jnp.mean(-jnp.sum(target[None] * log_probs, axis=-1), axis=-1))
     q = expected_values(log_probs, cfg)
     return loss, {"critic_loss": loss, "q_mean": jnp.mean(q),
-                  "target_mean": jnp.mean(jnp.sum(target * support(cfg), axis=-1))}
+                  "target_mean": jnp.mean(jnp.sum(target * support(cfg), axis=-1)), **network_state(statistics)}
 
 
 # ------------------------------------------------------------------------------------- init / act / update
 
 
-def optimizer(cfg: Config):
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """(actor, critic, temperature) Adam on the official linear decay from lr_init to lr_final (times
+    ``lr_schedule``'s factor of ``progress``, ``state.progress``; constant by default)."""
     schedule = optax.linear_schedule(cfg.lr_init, cfg.lr_final, cfg.lr_decay_updates)
-    return optax.adam(schedule)
+    return adam(cfg, schedule, progress), adam(cfg, schedule, progress), adam(cfg, schedule, progress,
+                                                                             weight_decay=False)
+
+
+def optimizer(cfg: Config):
+    """The actor's and critic's optimiser: this file's name for it before ``optimizers``, kept for plug-ins."""
+    return optimizers(cfg)[0]
 
 
 def check_config(cfg: Config) -> None:
@@ -168,6 +188,7 @@ def check_config(cfg: Config) -> None:
     checks.positive(cfg, "c_shift", "max_return", "lr_init", "lr_final", "init_alpha")
     checks.unit_interval(cfg, "gamma", "tau")
     checks.finite_or_none(cfg, "target_entropy")
+    checks.optimizer_fields(cfg)
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
@@ -181,16 +202,16 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     critic_params = project_hyper_kernels(critic.init(critic_key, obs, action))
     target = -0.5 * spec.action_size if cfg.target_entropy is None else cfg.target_entropy
     log_alpha, target_entropy = init_temperature(cfg.init_alpha, target, spec.action_size)
-    opt = optimizer(cfg)
+    actor_opt, critic_opt, alpha_opt = optimizers(cfg)
     return State(
         actor_params=actor_params,
         critic_params=critic_params,
-        target_critic_params=critic_params,
+        target_critic_params=critic_params if cfg.target_networks else None,
         log_alpha=log_alpha,
         target_entropy=target_entropy,
-        actor_opt_state=opt.init(actor_params),
-        critic_opt_state=opt.init(critic_params),
-        alpha_opt_state=opt.init(log_alpha),
+        actor_opt_state=actor_opt.init(trainable(actor_params)),
+        critic_opt_state=critic_opt.init(trainable(critic_params)),
+        alpha_opt_state=alpha_opt.init(log_alpha),
         actor=actor,
         critic=critic,
     )
@@ -201,18 +222,23 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
     return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic), carry
 
 
-def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss):
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss, target_fn=None):
+    """An ``update``: actor and temperature on the pre-update critic, then the critic and its target;
+    ``target_fn`` replaces the critic loss's target distribution alone (same signature as
+    ``target_distribution``)."""
+    critic_loss_fn = with_target(critic_loss_fn, target_fn)
+
     def update(state: State, batch: Batch, key, cfg: Config):
         actor_key, critic_key = jax.random.split(key)
-        opt = optimizer(cfg)
-        actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, opt, state, batch, actor_key,
-                              cfg)
+        actor_opt, critic_opt, alpha_opt = optimizers(cfg, state.progress)
+        actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
+                              actor_key, cfg)
         log_prob = actor.aux.pop("log_prob")
-        alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, opt, state, log_prob, cfg)
+        alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, state, log_prob, cfg)
         state = state.replace(actor_params=project_hyper_kernels(actor.params), actor_opt_state=actor.opt_state,
                               log_alpha=alpha.params, alpha_opt_state=alpha.opt_state)
 
-        critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, opt, state, batch,
+        critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)
         critic_params = project_hyper_kernels(critic.params)
         state = state.replace(critic_params=critic_params, critic_opt_state=critic.opt_state,

@@ -18,13 +18,21 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxrl import checks
 from jaxrl.agent import Agent, added_field, delay_fields, extra_field
-from jaxrl.losses import polyak_update, td_target, with_target
-from jaxrl.networks import MLP, CriticEnsemble, reading
-from jaxrl.optim import delayed_step, every_nth, grad_norm_metrics, gradient_step, trainable
+from jaxrl.losses import polyak_update, target_or_online, td_target, with_target
+from jaxrl.networks import MLP, CriticEnsemble, forward, reading
+from jaxrl.optim import (
+    OptimizerConfig,
+    adam,
+    delayed_step,
+    every_nth,
+    grad_norm_metrics,
+    gradient_step,
+    network_state,
+    trainable,
+)
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -32,7 +40,7 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas, eps, weight decay, clipping, lr schedule
     hidden_sizes: tuple[int, ...] = static((256, 256))
     """hidden layer widths of the actor and of each critic"""
     batch_size: int = static(256)
@@ -57,6 +65,9 @@ class Config:
     """the smoothing noise is clipped to [-noise_clip, noise_clip]"""
     exploration_noise: float = 0.1
     """std of the Gaussian noise added to actions while collecting data"""
+    target_networks: bool = added_field(True)
+    """a target actor and target critics moved by Polyak averaging (tau); False: the TD target reads the online
+    actor and critics under stop_gradient, with no copies kept and no Polyak step"""
 
 
 class DeterministicActor(nn.Module):
@@ -90,38 +101,49 @@ class State:
 
 def smoothed_target_action(state: State, next_obs, key, cfg: Config):
     """clip(pi_target(s') + clip(eps, -c, c), -1, 1), eps ~ N(0, sigma^2) (target policy smoothing)."""
-    action = state.actor.apply(state.target_actor_params, next_obs)
+    action, _ = forward(state.actor, target_or_online(state.target_actor_params, state.actor_params), next_obs)
     noise = jnp.clip(cfg.policy_noise * jax.random.normal(key, action.shape), -cfg.noise_clip, cfg.noise_clip)
     return jnp.clip(action + noise, -1.0, 1.0)
 
 
 def clipped_td_target(state: State, batch: Batch, key, cfg: Config):
-    """y = r + gamma (1 - terminated) min_j Qbar_j(s', smoothed a'), no gradient (clipped double Q)."""
+    """y = r + gamma (1 - terminated) min_j Qbar_j(s', smoothed a'), no gradient (clipped double Q; Qbar: the
+    target critics, or the online ones under stop_gradient with ``target_networks`` off)."""
     next_action = smoothed_target_action(state, batch.next_obs, key, cfg)
-    next_q = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]
+    next_q, _ = forward(state.critic, target_or_online(state.target_critic_params, state.critic_params),
+                        batch.next_obs, next_action, train=True, key=jax.random.fold_in(key, 1))
+    next_q = next_q[..., 0]
     return jax.lax.stop_gradient(td_target(batch, jnp.min(next_q, axis=0)))
 
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=clipped_td_target):
-    """sum_j E[(Q_j(s, a) - y)^2] with the TD target y = target_fn(...) (default: the clipped double-Q target)."""
+    """sum_j E[(Q_j(s, a) - y)^2] with the TD target y = target_fn(...) (default: the clipped double-Q target).
+    Critic passes are training passes (dropout keys folded from ``key``); new statistics return as
+    aux[NETWORK_STATE]."""
     target = target_fn(state, batch, key, cfg)
-    q = state.critic.apply(critic_params, batch.obs, batch.action)[..., 0]
+    q, statistics = forward(state.critic, critic_params, batch.obs, batch.action, train=True,
+                            key=jax.random.fold_in(key, 2))
+    q = q[..., 0]
     loss = jnp.sum(jnp.mean(jnp.square(q - target), axis=-1))
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target)}
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(q), "target_mean": jnp.mean(target),
+                  **network_state(statistics)}
 
 
 def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
     """-E[Q_1(s, pi(s))]: only the first critic, as in the paper and the official code."""
-    q = state.critic.apply(state.critic_params, batch.obs, state.actor.apply(actor_params, batch.obs))[0, :, 0]
-    loss = -jnp.mean(q)
-    return loss, {"actor_loss": loss}
+    action, statistics = forward(state.actor, actor_params, batch.obs, train=True, key=jax.random.fold_in(key, 1))
+    q, _ = forward(state.critic, state.critic_params, batch.obs, action, train=True, key=jax.random.fold_in(key, 2))
+    loss = -jnp.mean(q[0, :, 0])
+    return loss, {"actor_loss": loss, **network_state(statistics)}
 
 
 # ------------------------------------------------------------------------------------- init / act / update
 
 
-def optimizers(cfg: Config):
-    return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr)
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """Built from cfg at every call so learning rates may be traced values (sweeps vmap over them); ``progress``
+    (``state.progress``) feeds ``lr_schedule``."""
+    return adam(cfg, cfg.actor_lr, progress), adam(cfg, cfg.critic_lr, progress)
 
 
 def check_config(cfg: Config) -> None:
@@ -130,6 +152,7 @@ def check_config(cfg: Config) -> None:
     checks.positive(cfg, "actor_lr", "critic_lr")
     checks.unit_interval(cfg, "gamma", "tau")
     checks.non_negative(cfg, "policy_noise", "noise_clip", "exploration_noise")
+    checks.optimizer_fields(cfg)
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
@@ -142,9 +165,9 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor_opt, critic_opt = optimizers(cfg)
     return State(
         actor_params=actor_params,
-        target_actor_params=actor_params,
+        target_actor_params=actor_params if cfg.target_networks else None,
         critic_params=critic_params,
-        target_critic_params=critic_params,
+        target_critic_params=critic_params if cfg.target_networks else None,
         actor_opt_state=actor_opt.init(trainable(actor_params)),
         critic_opt_state=critic_opt.init(trainable(critic_params)),
         **delay_fields(DELAYED_METRICS),
@@ -154,7 +177,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
 
 
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
-    action = state.actor.apply(state.actor_params, obs)
+    action, _ = forward(state.actor, state.actor_params, obs)
     if deterministic:
         return action, carry
     return jnp.clip(action + cfg.exploration_noise * jax.random.normal(key, action.shape), -1.0, 1.0), carry
@@ -171,7 +194,7 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, target_fn=
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
-        actor_opt, critic_opt = optimizers(cfg)
+        actor_opt, critic_opt = optimizers(cfg, state.progress)
         critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state,

@@ -21,6 +21,8 @@ followed by 5,000 updates in one go, then 1 update per agent step. For the DMC p
 Deviations: the pair of Q-heads used for a planning decision is drawn once per decision (official: per MPPI
 iteration); batched envs (default 16, official 1); terminations are bootstrapped with (1 - terminated) but
 there is no termination head (the official ``episodic=false`` default; prefer non-terminating DMC tasks).
+The world model's passes take no mutable collections: a BatchNorm inside it has nowhere to write its statistics
+(its Q-heads' dropout does flow, as above).
 """
 from __future__ import annotations
 
@@ -37,10 +39,10 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
-from jaxrl.agent import Agent, extra_field
-from jaxrl.losses import polyak_update
+from jaxrl.agent import Agent, added_field, extra_field
+from jaxrl.losses import polyak_update, target_or_online
 from jaxrl.networks import select_part, simnorm, tanh_log_det_jacobian
-from jaxrl.optim import grad_norm_metrics, gradient_step
+from jaxrl.optim import OptimizerConfig, adam, grad_norm_metrics, gradient_step
 from jaxrl.planning import PlannerConfig, plan, shift_mean
 from jaxrl.progress import Progress, progress_field
 from jaxrl.regression import bins, soft_cross_entropy, two_hot, two_hot_inverse
@@ -50,7 +52,7 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas, eps (the world model's), weight decay, lr schedule
     latent_dim: int = static(512)
     """size of the latent state z (SimNorm groups of simnorm_dim)"""
     hidden_dim: int = static(512)
@@ -82,7 +84,8 @@ class Config:
     encoder_lr_scale: float = 0.3
     """the encoder learns at lr * this"""
     grad_clip_norm: float = 20.0
-    """global gradient-norm clip of both optimizers"""
+    """global gradient-norm clip of both optimizers (the official name; OptimizerConfig's max_grad_norm is refused
+    here, so one setting clips)"""
     consistency_coef: float = 20.0
     reward_coef: float = 0.1
     value_coef: float = 0.1
@@ -94,6 +97,9 @@ class Config:
     """discount (the official heuristic gives 0.99 on DMC)"""
     tau: float = 0.01
     """Polyak rate of the target Q-heads"""
+    target_networks: bool = added_field(True)
+    """target Q-heads moved by Polyak averaging (tau); False: the TD targets read the online Q-heads under
+    stop_gradient, with no copy kept and no Polyak step"""
     temperature: float = 0.5
     """MPPI: weights exp(temperature (G - max G))"""
     min_std: float = 0.05
@@ -206,7 +212,7 @@ class PolicyPrior(nn.Module):
 @flax.struct.dataclass
 class State:
     model_params: Any
-    target_q_params: Any  # a Polyak copy of model_params["params"]["q_nets"]
+    target_q_params: Any  # a Polyak copy of model_params["params"]["q_nets"] (None without target networks)
     policy_params: Any
     model_opt_state: Any
     policy_opt_state: Any
@@ -250,8 +256,8 @@ def td_targets(state: State, batch: WindowBatch, key, cfg: Config):
     next_z = state.model.apply(state.model_params, jax.tree.map(lambda obs: obs[:, 1:], batch.obs), method="encode")
     next_action, _ = sample_policy(state.policy, state.policy_params, next_z, action_key)
     members = jax.random.choice(members_key, cfg.num_q, (2,), replace=False)
-    logits = state.model.apply(with_q(state.model_params, state.target_q_params), next_z, next_action,
-                               method="q")
+    target_q = target_or_online(state.target_q_params, state.model_params["params"]["q_nets"])
+    logits = state.model.apply(with_q(state.model_params, target_q), next_z, next_action, method="q")
     next_q = jnp.min(two_hot_inverse(logits[members], bins(cfg.num_bins)), axis=0)
     not_done = 1.0 - batch.terminated.astype(jnp.float32)
     return jax.lax.stop_gradient(batch.reward + cfg.gamma * not_done * next_q), next_z
@@ -357,13 +363,17 @@ def sample_batch(buffer, key, cfg: Config) -> WindowBatch:
 # ------------------------------------------------------------------------------------- init / update
 
 
-def optimizers(cfg: Config):
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """(world model, policy prior), each clipped to grad_clip_norm first; Adam's settings from cfg
+    (``jaxrl.optim.adam``, ``progress`` feeding ``lr_schedule``), except the policy's epsilon, the official 1e-5."""
     model_opt = optax.chain(
         optax.clip_by_global_norm(cfg.grad_clip_norm),
-        optax.multi_transform({"encoder": optax.adam(cfg.lr * cfg.encoder_lr_scale), "rest": optax.adam(cfg.lr)},
+        optax.multi_transform({"encoder": adam(cfg, cfg.lr * cfg.encoder_lr_scale, progress),
+                               "rest": adam(cfg, cfg.lr, progress)},
                               lambda params: {"params": {name: ("encoder" if name.startswith("encoder") else "rest")
                                                          for name in params["params"]}}))
-    policy_opt = optax.chain(optax.clip_by_global_norm(cfg.grad_clip_norm), optax.adam(cfg.lr, eps=1e-5))
+    policy_opt = optax.chain(optax.clip_by_global_norm(cfg.grad_clip_norm), adam(cfg, cfg.lr, progress,
+                                                                                 adam_eps=1e-5))
     return model_opt, policy_opt
 
 
@@ -385,6 +395,10 @@ def check_config(cfg: Config) -> None:
     checks.non_negative(cfg, "consistency_coef", "reward_coef", "value_coef", "entropy_coef")
     checks.unit_interval(cfg, "rho", "gamma", "tau")
     checks.bounds_ordered(cfg, "min_std", "max_std")
+    checks.optimizer_fields(cfg)
+    if cfg.max_grad_norm is not None:
+        raise ConfigError(f"max_grad_norm={cfg.max_grad_norm}: TD-MPC2 clips with grad_clip_norm (official 20), set "
+                          "that instead")
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
@@ -397,7 +411,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     model_opt, policy_opt = optimizers(cfg)
     return State(
         model_params=model_params,
-        target_q_params=model_params["params"]["q_nets"],
+        target_q_params=model_params["params"]["q_nets"] if cfg.target_networks else None,
         policy_params=policy_params,
         model_opt_state=model_opt.init(model_params),
         policy_opt_state=policy_opt.init(policy_params),
@@ -410,7 +424,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
 def make_update(world_model_loss_fn=world_model_loss, policy_loss_fn=policy_loss):
     def update(state: State, batch: WindowBatch, key, cfg: Config):
         model_key, policy_key = jax.random.split(key)
-        model_opt, policy_opt = optimizers(cfg)
+        model_opt, policy_opt = optimizers(cfg, state.progress)
         model = gradient_step(world_model_loss_fn, state.model_params, state.model_opt_state, model_opt, state,
                               batch, model_key, cfg)
         info, latents = model.aux

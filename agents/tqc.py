@@ -20,20 +20,20 @@ import flax.linen as nn
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from jaxrl import ConfigError, checks
-from jaxrl.agent import Agent, extra_field
+from jaxrl.agent import Agent, added_field, extra_field
 from jaxrl.losses import (
     init_temperature,
     log_temperature_loss,
     polyak_update,
     quantile_huber_loss,
+    target_or_online,
     td_target,
     with_target,
 )
-from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, reading, sample_tanh_gaussian, tanh_gaussian_act
-from jaxrl.optim import grad_norm_metrics, gradient_step, trainable
+from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, forward, reading, sample_tanh_gaussian, tanh_gaussian_act
+from jaxrl.optim import OptimizerConfig, adam, grad_norm_metrics, gradient_step, network_state, trainable
 from jaxrl.progress import Progress, progress_field
 from jaxrl.types import Batch, EnvSpec, zeros_obs
 
@@ -41,7 +41,7 @@ static = lambda default: flax.struct.field(pytree_node=False, default=default)  
 
 
 @flax.struct.dataclass
-class Config:
+class Config(OptimizerConfig):  # Adam's betas, eps, weight decay, clipping, lr schedule
     actor_hidden_sizes: tuple[int, ...] = static((256, 256))
     """hidden layer widths of the actor"""
     critic_hidden_sizes: tuple[int, ...] = static((512, 512, 512))
@@ -71,6 +71,9 @@ class Config:
     """initial temperature alpha"""
     target_entropy: float | None = None
     """entropy target; None means -|A|"""
+    target_networks: bool = added_field(True)
+    """target critics moved by Polyak averaging (tau); False: the target atoms come from the online critics under
+    stop_gradient, with no copy kept and no Polyak step"""
 
 
 @flax.struct.dataclass
@@ -97,7 +100,8 @@ def truncated_target_atoms(state: State, batch: Batch, key, cfg: Config):
     ascending, [B, N M], and the [N M] mask that keeps the K = N M - d N smallest."""
     next_mean, next_log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(key, next_mean, next_log_std)
-    atoms = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)  # [N, B, M]
+    atoms, _ = forward(state.critic, target_or_online(state.target_critic_params, state.critic_params),
+                       batch.next_obs, next_action, train=True, key=jax.random.fold_in(key, 1))  # [N, B, M]
     pooled = jnp.sort(jnp.moveaxis(atoms, 0, 1).reshape(atoms.shape[1], -1), axis=-1)  # [B, N M] ascending
     total = cfg.num_quantiles * cfg.num_critics
     keep = (jnp.arange(total) < total - cfg.drop_per_critic * cfg.num_critics).astype(pooled.dtype)
@@ -108,21 +112,28 @@ def truncated_target_atoms(state: State, batch: Batch, key, cfg: Config):
 
 def critic_loss(critic_params, state: State, batch: Batch, key, cfg: Config, target_fn=truncated_target_atoms):
     """Quantile Huber loss (kappa = 1) of every critic's atoms against the target atoms and their mask,
-    target_fn(...) (default: the truncated target set)."""
+    target_fn(...) (default: the truncated target set). Critic passes are training passes (dropout keys folded
+    from ``key``); new statistics return as aux[NETWORK_STATE]."""
     target, keep = target_fn(state, batch, key, cfg)
-    quantiles = state.critic.apply(critic_params, batch.obs, batch.action)  # [N, B, M]
+    quantiles, statistics = forward(state.critic, critic_params, batch.obs, batch.action, train=True,
+                                    key=jax.random.fold_in(key, 2))  # [N, B, M]
     loss = quantile_huber_loss(quantiles, target, target_mask=keep)
     target_mean = jnp.sum(target * keep) / (target.shape[0] * jnp.sum(keep))
-    return loss, {"critic_loss": loss, "q_mean": jnp.mean(quantiles), "target_mean": target_mean}
+    return loss, {"critic_loss": loss, "q_mean": jnp.mean(quantiles), "target_mean": target_mean,
+                  **network_state(statistics)}
 
 
 def actor_loss(actor_params, state: State, batch: Batch, key, cfg: Config):
     """E[alpha log pi(a|s) - mean over all N M atoms of theta(s, a)]."""
-    mean, log_std = state.actor.apply(actor_params, batch.obs)
+    (mean, log_std), statistics = forward(state.actor, actor_params, batch.obs, train=True,
+                                          key=jax.random.fold_in(key, 1))
     action, log_prob = sample_tanh_gaussian(key, mean, log_std)
-    q = jnp.mean(state.critic.apply(state.critic_params, batch.obs, action), axis=(0, 2))
+    atoms, _ = forward(state.critic, state.critic_params, batch.obs, action, train=True,
+                       key=jax.random.fold_in(key, 2))
+    q = jnp.mean(atoms, axis=(0, 2))
     loss = jnp.mean(jnp.exp(jax.lax.stop_gradient(state.log_alpha)) * log_prob - q)
-    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob}
+    return loss, {"actor_loss": loss, "entropy": -jnp.mean(log_prob), "log_prob": log_prob,
+                  **network_state(statistics)}
 
 
 def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
@@ -133,8 +144,11 @@ def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
 # ------------------------------------------------------------------------------------- init / act / update
 
 
-def optimizers(cfg: Config):
-    return optax.adam(cfg.actor_lr), optax.adam(cfg.critic_lr), optax.adam(cfg.alpha_lr)
+def optimizers(cfg: Config, progress: Progress | None = None):
+    """Built from cfg at every call so learning rates may be traced values (sweeps vmap over them); ``progress``
+    (``state.progress``) feeds ``lr_schedule``."""
+    return (adam(cfg, cfg.actor_lr, progress), adam(cfg, cfg.critic_lr, progress),
+            adam(cfg, cfg.alpha_lr, progress, weight_decay=False))
 
 
 def check_config(cfg: Config) -> None:
@@ -144,6 +158,7 @@ def check_config(cfg: Config) -> None:
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
     checks.unit_interval(cfg, "gamma", "tau")
     checks.finite_or_none(cfg, "target_entropy")
+    checks.optimizer_fields(cfg)
     drop = checks.as_int(cfg.drop_per_critic)
     if drop is None or not 0 <= drop < cfg.num_quantiles:
         raise ConfigError(f"drop_per_critic must be an integer in [0, num_quantiles={cfg.num_quantiles}), "
@@ -163,7 +178,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     return State(
         actor_params=actor_params,
         critic_params=critic_params,
-        target_critic_params=critic_params,
+        target_critic_params=critic_params if cfg.target_networks else None,
         log_alpha=log_alpha,
         target_entropy=target_entropy,
         actor_opt_state=actor_opt.init(trainable(actor_params)),
@@ -185,7 +200,7 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
-        actor_opt, critic_opt, alpha_opt = optimizers(cfg)
+        actor_opt, critic_opt, alpha_opt = optimizers(cfg, state.progress)
         # Actor and alpha losses use the pre-update critics (tqc_pytorch): compute their gradients first.
         actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
                               actor_key, cfg)

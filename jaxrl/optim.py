@@ -1,11 +1,15 @@
 """Optimisation: the one gradient step every agent takes for each of its networks."""
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple
 
+import flax.struct
 import jax
 import optax
+
+from jaxrl.agent import added_field
 
 
 class GradientStep(NamedTuple):
@@ -31,27 +35,79 @@ def network_state(statistics: dict) -> dict:
 LR_SCHEDULES = ("constant", "linear", "cosine")
 
 
-def adam(cfg, learning_rate, progress=None, weight_decay: bool = True) -> optax.GradientTransformation:
-    """Adam for one network from the optimiser fields of ``cfg``, each absent one at its default (so an agent
-    declares only those it offers): ``adam_b1`` (0.9), ``adam_b2`` (0.999), ``adam_eps`` (1e-8), ``weight_decay``
-    (0.0; AdamW's decoupled decay when > 0 and ``weight_decay`` is True for this network, as it is not for a
-    temperature), ``max_grad_norm`` (None; else the gradient is clipped to that global norm first) and
-    ``lr_schedule`` ("constant"; "linear" or "cosine" from the learning rate to 0 over the run's planned updates,
-    read from ``progress``, the state's ``jaxrl.progress.Progress``: without it the rate is constant). At the
-    defaults it is ``optax.adam(learning_rate)`` exactly, so optimizer states keep their layout."""
+@flax.struct.dataclass
+class OptimizerConfig:
+    """The optimiser settings beyond learning rates, shared by every built-in agent: each agent's ``Config``
+    subclasses it (so these fields come first in its fields and on its command line, ``--sac.adam-b1``), and its
+    ``optimizers`` builds them into every network's optax chain with ``adam``. An agent whose official code sets
+    one otherwise redeclares it with its own default (FastTD3's weight decay 0.1, CrossQ's beta1 0.5); at the
+    defaults every chain is ``optax.adam(lr)`` exactly, so optimizer states and numbers stay as they were."""
+
+    adam_b1: float = added_field(0.9)
+    """Adam's beta1 (every network of the agent unless its docs say otherwise)"""
+    adam_b2: float = added_field(0.999)
+    """Adam's beta2"""
+    adam_eps: float = added_field(1e-8)
+    """Adam's epsilon"""
+    weight_decay: float = added_field(0.0)
+    """decoupled weight decay (AdamW) of the actor and the critics when > 0 (never of a temperature)"""
+    max_grad_norm: float | None = added_field(None)
+    """clip each network's gradient to this global norm before Adam; None: no clipping"""
+    lr_schedule: str = added_field("constant")
+    """every learning rate times a factor of the run's progress in updates: constant, linear (to 0) or cosine
+    (to 0)"""
+
+
+def _traced_field(cfg, name: str) -> bool:
+    """Whether ``cfg.<name>`` is a pytree leaf of its Config (a swept, possibly traced number) rather than static."""
+    fields = {f.name: f for f in dataclasses.fields(cfg)} if dataclasses.is_dataclass(cfg) else {}
+    return name in fields and fields[name].metadata.get("pytree_node", True)
+
+
+def schedule_factor(cfg, progress=None):
+    """The learning-rate factor of ``cfg.lr_schedule`` (absent: constant) at ``progress`` (the state's
+    ``jaxrl.progress.Progress``; None: 1): 1 - f for linear, (1 + cos(pi f)) / 2 for cosine, f the fraction of
+    the run's planned updates done."""
     import jax.numpy as jnp
 
     schedule = getattr(cfg, "lr_schedule", "constant")
-    if schedule != "constant" and progress is not None:
-        done = progress.update_fraction
-        factor = 1.0 - done if schedule == "linear" else 0.5 * (1.0 + jnp.cos(jnp.pi * done))
-        learning_rate = learning_rate * factor
-    b1, b2, eps = getattr(cfg, "adam_b1", 0.9), getattr(cfg, "adam_b2", 0.999), getattr(cfg, "adam_eps", 1e-8)
-    decay = getattr(cfg, "weight_decay", 0.0) if weight_decay else 0.0
-    optimizer = (optax.adamw(learning_rate, b1=b1, b2=b2, eps=eps, weight_decay=decay) if decay > 0
+    if schedule == "constant" or progress is None:
+        return 1.0
+    done = progress.update_fraction
+    return 1.0 - done if schedule == "linear" else 0.5 * (1.0 + jnp.cos(jnp.pi * done))
+
+
+def adam(cfg, learning_rate, progress=None, weight_decay=True, **fixed) -> optax.GradientTransformation:
+    """Adam for one network from the optimiser fields of ``cfg`` (``OptimizerConfig``), each absent one at its
+    default, so an agent declares only those it offers: ``adam_b1`` (0.9), ``adam_b2`` (0.999), ``adam_eps``
+    (1e-8), ``weight_decay`` (0.0: AdamW's decoupled decay when > 0, or always AdamW when the field is a swept
+    number), ``max_grad_norm`` (None; else the gradient is clipped to that global norm first) and ``lr_schedule``
+    ("constant"; "linear" or "cosine" from the learning rate to 0 over the run's planned updates, read from
+    ``progress``: without it the rate is constant). ``learning_rate`` may itself be an optax schedule (SimbaV2's
+    decay), which the factor then multiplies. ``weight_decay``: True reads the field, False means none (a
+    temperature), a number is this network's own (FastSAC's temperature). ``fixed``: settings this network keeps
+    whatever ``cfg`` says (``adam_b1=0.9``: CrossQ's temperature). At the defaults this is
+    ``optax.adam(learning_rate)`` exactly, so optimizer states keep their layout."""
+    settings = {name: fixed[name] if name in fixed else getattr(cfg, name, default) for name, default in
+                (("adam_b1", 0.9), ("adam_b2", 0.999), ("adam_eps", 1e-8), ("max_grad_norm", None))}
+    factor = schedule_factor(cfg, progress)
+    if not (isinstance(factor, float) and factor == 1.0):
+        learning_rate = ((lambda count, rate=learning_rate: rate(count) * factor) if callable(learning_rate)
+                         else learning_rate * factor)
+    if isinstance(weight_decay, bool):
+        decay = getattr(cfg, "weight_decay", 0.0) if weight_decay else 0.0
+        adamw = weight_decay and _traced_field(cfg, "weight_decay") or not _is_zero(decay)
+    else:
+        decay, adamw = weight_decay, True
+    b1, b2, eps = settings["adam_b1"], settings["adam_b2"], settings["adam_eps"]
+    optimizer = (optax.adamw(learning_rate, b1=b1, b2=b2, eps=eps, weight_decay=decay) if adamw
                  else optax.adam(learning_rate, b1=b1, b2=b2, eps=eps))
-    clip = getattr(cfg, "max_grad_norm", None)
+    clip = settings["max_grad_norm"]
     return optimizer if clip is None else optax.chain(optax.clip_by_global_norm(clip), optimizer)
+
+
+def _is_zero(value) -> bool:
+    return isinstance(value, (int, float)) and value == 0
 
 
 def collections_of(variables) -> dict:

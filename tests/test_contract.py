@@ -199,3 +199,25 @@ def test_droq_is_sacs_losses_with_dropout_and_layer_norm_critics_at_twenty_updat
     layers = state.critic_params["params"]["VmapQNetwork_0"]["MLP_0"]
     assert "LayerNorm_0" in layers and "Dense_2" in layers
     check_agent(droq.AGENT, small, eager=False, skip=("vmap",))
+
+
+@pytest.mark.slow
+def test_droq_trains_on_the_command_line_as_its_docstring_types_it(cli, tmp_path):
+    """``jaxrl train --agent experiments.examples.droq:AGENT`` (the docstring's line at a toy budget): its settings
+    reach the run (config.json) and its 20 updates per env step run."""
+    import json
+    import os
+
+    run_dir = tmp_path / "droq"
+    result = cli("train", "--agent", "experiments.examples.droq:AGENT", "--env", "toy/Pendulum", "--steps", "300",
+                 "--num-envs", "4", "--num-eval-envs", "2", "--eval-every", "100", "--learning-starts", "200",
+                 "--buffer-size", "4000", "--droq.hidden-sizes", "16", "16", "--droq.batch-size", "32",
+                 "--run-dir", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    config = json.load(open(os.path.join(run_dir, "config.json")))
+    agent_cfg = config["agent_config"]
+    assert agent_cfg["critic_dropout"] == 0.01 and agent_cfg["policy_delay"] == 20, agent_cfg
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    # 20 updates per env step after the 200-step warm-up (the first update block may start one 4-env step early)
+    assert rows[-1]["env_steps"] == 300 and 20 * 100 <= rows[-1]["updates"] <= 20 * 104, rows[-1]
+    assert all(abs(row["train/critic_loss"]) < 1e6 for row in rows if "train/critic_loss" in row)
