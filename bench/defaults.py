@@ -151,7 +151,9 @@ def run_brax_sac(task: str, steps: int, num_envs: int, seeds: int) -> dict:
 
 def table(paths: list[str]) -> str:
     """A markdown table of result files: one row per (agent, task), one column per label, each cell the seeds'
-    final returns, their mean and the fraction of seeds at or above the task's threshold."""
+    final returns, their mean and the fraction of seeds at or above the task's threshold; † marks a cell whose
+    line has no ``provenance`` (measured before results files recorded their stack). A later line of the same
+    (agent, task, label) replaces an earlier one: re-measure by appending to the file."""
     results = {}
     for path in paths:
         for line in open(path):
@@ -169,7 +171,8 @@ def table(paths: list[str]) -> str:
             if r is None and label == "after" and agent in AGENTS and not suite_changes(agent, task):
                 r = results.get((agent, task, "before"))  # no suite default applies here: the same settings
             cells.append("" if r is None else f"{' / '.join(f'{x:.0f}' for x in r['final'])} "
-                         f"(mean {sum(r['final']) / len(r['final']):.0f}, {r['fraction_above']:.0%} ≥)")
+                         f"(mean {sum(r['final']) / len(r['final']):.0f}, {r['fraction_above']:.0%} ≥)"
+                         f"{'' if 'provenance' in r else ' †'}")
         rows.append(f"| {agent} | {task} | {THRESHOLD[task]:g} | " + " | ".join(cells) + " |")
     return "\n".join(rows)
 
@@ -191,7 +194,7 @@ def means_table(paths: list[str], agents: list[str], tasks: list[str]) -> str:
 
     def mean(agent, task, label):
         r = results.get((agent, task, label))
-        return "n/a" if r is None else f"{sum(r['final']) / len(r['final']):.0f}"
+        return "n/a" if r is None else f"{sum(r['final']) / len(r['final']):.0f}{'' if 'provenance' in r else '†'}"
 
     rows = [f"| {' / '.join(a.upper() for a in agents)}, mean final return | "
             + " | ".join(MEANS_HEADERS.get(label, label) for label in labels) + " |", "|---|" + "---|" * len(labels)]

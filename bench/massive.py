@@ -21,7 +21,7 @@ batched step at other ``--num-envs``), observation normalisation and the env opt
 randomisation); ``--num-envs`` defaults to the config's. The buffer stays small (what ``--iters`` fills, at least
 two batches), as without ``--config``.
 
-``python bench/massive.py --readme bench/results/massive_cpu.jsonl bench/results/massive_cpu_cheetah_clean.jsonl``
+``python bench/massive.py --readme bench/results/massive_cpu.jsonl``
 prints the README's CPU figures from results files (a later file's row replaces an earlier one's setting) and runs
 nothing; ``tests/test_figures.py`` checks the README against it.
 

@@ -23,8 +23,8 @@ GENERATORS = [
     ["bench/sac_vs_brax.py", "--table", "bench/results/time_to_score.jsonl"],
     ["bench/compile_time.py", "--table", "bench/results/compile_time.jsonl"],
     ["bench/sweep_vs_sequential.py", "--table", "bench/results/sweep_vs_sequential.jsonl"],
-    ["bench/massive.py", "--readme", "bench/results/massive_cpu.jsonl",
-     "bench/results/massive_cpu_cheetah_clean.jsonl"],
+    ["bench/vs_sbx.py", "--table", "bench/results/vs_sbx.jsonl"],
+    ["bench/massive.py", "--readme", "bench/results/massive_cpu.jsonl"],
     ["bench/suite_summary.py", "--readme", "bench/results/gpu_suite_h200.jsonl",
      "bench/results/gpu_suite_h200_1env.jsonl"],
 ]
@@ -50,7 +50,7 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
 
 
 @pytest.mark.parametrize("name", ["compile_time", "every_agent_speed", "time_to_score", "sac_vs_brax",
-                                  "sweep_vs_sequential"])
+                                  "sweep_vs_sequential", "vs_sbx", "massive_cpu"])
 def test_each_speed_results_line_says_what_measured_it(repo_root, name):
     with open(os.path.join(repo_root, "bench", "results", f"{name}.jsonl")) as f:
         rows = [json.loads(line) for line in f]
