@@ -107,7 +107,11 @@ def adam(cfg, learning_rate, progress=None, weight_decay=True, **fixed) -> optax
 
 
 def _is_zero(value) -> bool:
-    return isinstance(value, (int, float)) and value == 0
+    """Whether a static setting is exactly 0 (a traced number is not: AdamW then, whatever its value)."""
+    try:
+        return float(value) == 0.0
+    except (TypeError, jax.errors.ConcretizationTypeError):
+        return False
 
 
 def collections_of(variables) -> dict:

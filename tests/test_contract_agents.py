@@ -173,3 +173,24 @@ def test_tdmpc2_refuses_a_second_clipping_setting():
                                               ("sac", "adam_b1", 0.9), ("tqc", "max_grad_norm", None)])
 def test_agents_keep_their_official_optimiser_defaults(name, field, value):
     assert getattr(MODULES[name][0].Config(), field) == value
+
+
+@pytest.mark.parametrize("name", ["ace", "aro_ddpg", "bl_sac", "dr_sac", "redq"])
+def test_plugins_built_on_an_agents_targets_train_without_them(name):
+    """The plug-ins whose own targets read the base agent's target networks follow its ``target_networks=False``:
+    the online networks under stop_gradient, no copy kept (ACE's soft reset has none to blend)."""
+    from experiments.examples import redq
+    from experiments.plugins import ace, aro_ddpg, bl_sac, dr_sac
+
+    agent = {"ace": ace.AGENT, "aro_ddpg": aro_ddpg.AGENT, "bl_sac": bl_sac.AGENT, "dr_sac": dr_sac.AGENT,
+             "redq": redq.AGENT}[name]
+    extra = {"bl_sac": {"bl_samples": 3}, "dr_sac": {"model_samples": 4}}.get(name, {})
+    cfg = agent.Config(hidden_sizes=(8,), batch_size=B, target_networks=False, **extra)
+    state = agent.init(jax.random.PRNGKey(0), SPEC, cfg)
+    assert state.target_critic_params is None
+    attached = progress_lib.attach(state, progress_lib.at(10, 10, 100, 1000))
+    new_state, metrics = jax.jit(agent.update)(attached, batch_for("sac"), jax.random.PRNGKey(1), cfg)
+    assert new_state.target_critic_params is None
+    assert all(np.isfinite(float(v)) for v in jax.tree.leaves(metrics))
+    if name == "ace":
+        assert ace.soft_reset(new_state, jax.random.PRNGKey(2), cfg).target_critic_params is None

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from agents import sac
 from jaxrl import checks
-from jaxrl.losses import td_target
+from jaxrl.losses import target_or_online, td_target
 from jaxrl.networks import sample_tanh_gaussian
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
@@ -47,7 +47,8 @@ def redq_target(state: sac.State, batch, key, cfg: Config):
     action_key, subset_key = jax.random.split(key)
     next_mean, next_log_std = state.actor.apply(state.actor_params, batch.next_obs)
     next_action, next_log_prob = sample_tanh_gaussian(action_key, next_mean, next_log_std)
-    next_q = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]  # [N, B]
+    target_params = target_or_online(state.target_critic_params, state.critic_params)  # None: no copies kept
+    next_q = state.critic.apply(target_params, batch.next_obs, next_action)[..., 0]  # [N, B]
     subset = jax.random.choice(subset_key, cfg.num_critics, (cfg.num_target_critics,), replace=False)
     next_value = jnp.min(next_q[subset], axis=0) - jnp.exp(state.log_alpha) * next_log_prob
     return jax.lax.stop_gradient(td_target(batch, next_value))

@@ -51,7 +51,7 @@ from agents import sac
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
 from jaxrl.agent import Agent, delay_fields
-from jaxrl.losses import polyak_update, td_target, with_target
+from jaxrl.losses import polyak_update, target_or_online, td_target, with_target
 from jaxrl.networks import (
     GaussianPolicyHead,
     orthogonal_init,
@@ -162,7 +162,8 @@ def sample_causal(state: State, actor_params, obs, key, cfg: Config):
 def causal_soft_target(state: State, batch: Batch, key, cfg: Config):
     """y = r + gamma (1 - terminated)(min_j Qbar_j(s', a') - alpha log pi_w(a'|s')), a' ~ pi(.|s'), no gradient."""
     next_action, next_log_prob = sample_causal(state, state.actor_params, batch.next_obs, key, cfg)
-    next_q = state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0]
+    next_q = state.critic.apply(target_or_online(state.target_critic_params, state.critic_params), batch.next_obs,
+                                next_action)[..., 0]
     next_value = jnp.min(next_q, axis=0) - jnp.exp(state.log_alpha) * next_log_prob
     return jax.lax.stop_gradient(td_target(batch, next_value))
 
@@ -235,7 +236,8 @@ def soft_reset(state: State, key, cfg: Config) -> State:
     keep = reset_strength(state, cfg)
     actor_params = blend(state.actor_params, fresh_params(state.actor_params, actor_key), keep)
     critic_params = blend(state.critic_params, fresh_params(state.critic_params, critic_key), keep)
-    target_params = blend(state.target_critic_params, fresh_params(state.target_critic_params, target_key), keep)
+    target_params = None if state.target_critic_params is None else blend(  # no copy kept: nothing to blend
+        state.target_critic_params, fresh_params(state.target_critic_params, target_key), keep)
     actor_opt, critic_opt, _ = sac.optimizers(cfg)
     return state.replace(actor_params=actor_params, critic_params=critic_params, target_critic_params=target_params,
                          actor_opt_state=actor_opt.init(actor_params), critic_opt_state=critic_opt.init(critic_params))
@@ -293,7 +295,7 @@ def make_update(critic_loss_fn=sac.critic_loss, actor_loss_fn=causal_actor_loss,
             raise ConfigError("ACE's delays and resets count the engine's updates: its update needs state.progress, "
                               "which the training loop sets (jaxrl.progress.attach to call update by hand)")
         critic_key, actor_key, reset_key = jax.random.split(key, 3)
-        actor_opt, critic_opt, alpha_opt = sac.optimizers(cfg)
+        actor_opt, critic_opt, alpha_opt = sac.optimizers(cfg, state.progress)
         critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state)

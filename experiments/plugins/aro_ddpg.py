@@ -36,12 +36,11 @@ from typing import Any
 import flax.struct
 import jax
 import jax.numpy as jnp
-import optax
 
 from agents import td3
 from jaxrl import checks
-from jaxrl.losses import td_target
-from jaxrl.optim import gradient_step
+from jaxrl.losses import target_or_online, td_target
+from jaxrl.optim import adam, gradient_step
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
 
@@ -71,8 +70,10 @@ class State(td3.State):
 def differential_target(state: State, batch, key, cfg: Config):
     """y = r + discount (1 - d) min_j Qbar_j(s', mubar(s')), discount = gamma = 1 by default; no smoothing noise.
     d is ``terminated`` (or ``terminated | truncated`` with ``truncation_terminal``)."""
-    next_action = state.actor.apply(state.target_actor_params, batch.next_obs)
-    next_q = jnp.min(state.critic.apply(state.target_critic_params, batch.next_obs, next_action)[..., 0], axis=0)
+    next_action = state.actor.apply(target_or_online(state.target_actor_params, state.actor_params), batch.next_obs)
+    next_q = state.critic.apply(target_or_online(state.target_critic_params, state.critic_params), batch.next_obs,
+                                next_action)
+    next_q = jnp.min(next_q[..., 0], axis=0)
     if cfg.truncation_terminal:
         batch = batch.replace(terminated=batch.terminated | batch.truncated)
     return jax.lax.stop_gradient(td_target(batch, next_q))
@@ -108,7 +109,7 @@ def init(key, spec, cfg: Config) -> State:
     base = td3.init(key, spec, cfg)
     rho = jnp.zeros((), jnp.float32)
     return State(**{f: getattr(base, f) for f in base.__dataclass_fields__ if f != "progress"}, rho=rho,
-                 rho_opt_state=optax.adam(cfg.rho_lr).init(rho))
+                 rho_opt_state=adam(cfg, cfg.rho_lr, weight_decay=False).init(rho))
 
 
 def init_carry(num_envs: int, spec, cfg: Config):
@@ -133,8 +134,8 @@ def update(state: State, batch, key, cfg: Config):
     """TD3's update on the differential losses, with rho's step taken at the same point as the critics' (the
     official joint step over theta and rho)."""
     critic_key, _ = jax.random.split(key)  # the key TD3's update gives its critic loss (unused: no noise)
-    rho = gradient_step(rho_loss, state.rho, state.rho_opt_state, optax.adam(cfg.rho_lr), state, batch, critic_key,
-                        cfg)
+    rho_opt = adam(cfg, cfg.rho_lr, state.progress, weight_decay=False)
+    rho = gradient_step(rho_loss, state.rho, state.rho_opt_state, rho_opt, state, batch, critic_key, cfg)
     state, metrics = td3_update(state, batch, key, cfg)
     return state.replace(rho=rho.params, rho_opt_state=rho.opt_state), {**metrics, "rho": rho.params}
 

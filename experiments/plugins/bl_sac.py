@@ -25,7 +25,7 @@ import jax.numpy as jnp
 
 from agents import sac
 from jaxrl import checks
-from jaxrl.losses import td_target
+from jaxrl.losses import target_or_online, td_target
 from jaxrl.networks import sample_tanh_gaussian
 
 static = lambda default: flax.struct.field(pytree_node=False, default=default)  # noqa: E731
@@ -57,13 +57,14 @@ def band_limited_target(state: sac.State, batch, key, cfg: Config):
     next_action, next_log_prob = sample_tanh_gaussian(policy_key, next_mean, next_log_std)
     actions = jnp.clip(next_action + filter_draws(action_key, next_action.shape, cfg), -1.0, 1.0)  # [K, B, A]
     next_obs = batch.next_obs
+    target_params = target_or_online(state.target_critic_params, state.critic_params)
     if cfg.bl_on_state:
         leaves, treedef = jax.tree.flatten(next_obs)
         keys = jax.random.split(state_key, len(leaves))
         next_obs = treedef.unflatten([x + filter_draws(k, x.shape, cfg) for x, k in zip(leaves, keys, strict=True)])
-        q = jax.vmap(lambda o, a: state.critic.apply(state.target_critic_params, o, a))(next_obs, actions)
+        q = jax.vmap(lambda o, a: state.critic.apply(target_params, o, a))(next_obs, actions)
     else:
-        q = jax.vmap(lambda a: state.critic.apply(state.target_critic_params, next_obs, a))(actions)
+        q = jax.vmap(lambda a: state.critic.apply(target_params, next_obs, a))(actions)
     smoothed = jnp.mean(jnp.min(q[..., 0], axis=1), axis=0)  # [K, num_critics, B] -> [B]
     next_value = smoothed - jnp.exp(state.log_alpha) * next_log_prob
     return jax.lax.stop_gradient(td_target(batch, next_value))

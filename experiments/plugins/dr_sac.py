@@ -54,7 +54,7 @@ import optax
 
 from agents import sac
 from jaxrl import checks
-from jaxrl.losses import polyak_update, td_target
+from jaxrl.losses import polyak_update, target_or_online, td_target
 from jaxrl.networks import MLP, sample_tanh_gaussian, select_part
 from jaxrl.optim import gradient_step
 from jaxrl.types import Batch, EnvSpec, zeros_obs
@@ -150,7 +150,8 @@ def value_loss(value_params, state: State, batch: Batch, key, cfg: Config):
     """E[(V(s) - sg(min_j Qbar_j(s, a~) - alpha log pi(a~|s)))^2], a~ ~ pi(.|s)."""
     mean, log_std = state.actor.apply(state.actor_params, batch.obs)
     action, log_prob = sample_tanh_gaussian(key, mean, log_std)
-    q = jnp.min(state.critic.apply(state.target_critic_params, batch.obs, action)[..., 0], axis=0)
+    q = state.critic.apply(target_or_online(state.target_critic_params, state.critic_params), batch.obs, action)
+    q = jnp.min(q[..., 0], axis=0)
     target = jax.lax.stop_gradient(q - jnp.exp(state.log_alpha) * log_prob)
     v = state.value.apply(value_params, select_part(batch.obs, state.obs_part))
     loss = jnp.mean(jnp.square(v - target))
