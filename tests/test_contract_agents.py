@@ -194,3 +194,21 @@ def test_plugins_built_on_an_agents_targets_train_without_them(name):
     assert all(np.isfinite(float(v)) for v in jax.tree.leaves(metrics))
     if name == "ace":
         assert ace.soft_reset(new_state, jax.random.PRNGKey(2), cfg).target_critic_params is None
+
+
+@pytest.mark.slow
+def test_the_hook_tables_flags_train_on_the_command_line(cli, tmp_path):
+    """The README's flags as users type them: TD3 without targets, TQC-style Adam settings and a cosine schedule."""
+    import json
+    import os
+
+    run_dir = tmp_path / "td3-no-targets"
+    result = cli("train", "--agent", "td3", "--env", "toy/Pendulum", "--steps", "300", "--num-envs", "4",
+                 "--num-eval-envs", "2", "--eval-every", "100", "--learning-starts", "200", "--buffer-size", "4000",
+                 "--td3.hidden-sizes", "16", "16", "--td3.batch-size", "32", "--td3.target-networks", "False",
+                 "--td3.adam-b1", "0.5", "--td3.lr-schedule", "cosine", "--run-dir", str(run_dir))
+    assert result.returncode == 0, result.stderr
+    saved = json.load(open(os.path.join(run_dir, "config.json")))["agent_config"]
+    assert (saved["target_networks"], saved["adam_b1"], saved["lr_schedule"]) == (False, 0.5, "cosine"), saved
+    rows = [json.loads(line) for line in open(os.path.join(run_dir, "metrics.jsonl"))]
+    assert rows[-1]["env_steps"] == 300 and abs(rows[-1]["train/critic_loss"]) < 1e6, rows[-1]
