@@ -10,7 +10,8 @@
 #     they import at load time (ml-collections, trimesh, jaxopt). The minimum, found by importing: not warp-lang
 #     (Playground declares it, but MJX imports it inside try/except and the JAX implementation never needs it; its
 #     wheel alone is 149 MB), not mujoco-studio, glfw or PyOpenGL (the viewer and rendering; mujoco's bindings import
-#     without them), not tyro, tensorboardX or mediapy (the CLI, logging and videos; no benchmark imports them);
+#     without them), not tyro or mediapy (the CLI's flags and videos; no benchmark imports them); tensorboardX and
+#     protobuf, as bench/crossq_vs_sac.py trains through experiments.train, which writes TensorBoard summaries;
 #   * checkout.json: this checkout's commit and uncommitted edits (jaxrl.provenance.git_state), which the suite's
 #     first row records, since the device's copy of the tree is not a git checkout;
 #   * menagerie_robots.tar.gz: the robot models of $GPU_CARRY_ROBOTS (default booster_t1, what
@@ -31,7 +32,7 @@ VENV_PY=${GPU_CARRY_VENV_PYTHON:-.venv/bin/python}   # the environment whose ass
 PIP=(python3 -m pip)
 # The versions this checkout's .venv runs (and the suite was validated with).
 WHEELS=(mujoco==4.0.0 mujoco-core==4.0.0 mujoco-mjx==3.17.0 playground==0.2.0 brax==0.14.2 ml-collections==1.1.0
-        trimesh==5.2.0 jaxopt==0.8.5)
+        trimesh==5.2.0 jaxopt==0.8.5 tensorboardX==2.6.5 protobuf==7.36.2)
 PLATFORMS=(--platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64
            --platform manylinux2014_x86_64 --platform manylinux1_x86_64)
 

@@ -10,6 +10,12 @@
 #      update ratios) on dmc/CheetahRun at 1024, 128 and 1 envs (bench/throughput.py): env steps/s and updates/s
 #      of one compiled training chunk, after compile and warm-up.
 #
+#   3. (part "crossq", not in the default PARTS) CrossQ against SAC at equal env steps on $GPU_SUITE_CROSSQ_TASKS
+#      (default dmc/FingerSpin dmc/ReacherHard), 3 seeds vmapped per run, the CrossQ paper's DMC protocol
+#      (bench/crossq_vs_sac.py): one training process per (agent, task), all at once, each stopped at the deadline
+#      with the evaluations it reached; their run directories' metrics are collected into the results file and
+#      copied (without checkpoints) to $OUT/runs/.
+#
 # Both run at once, in up to 1 + $GPU_SUITE_JOBS processes, so that their XLA compiles (most of the time) overlap;
 # everything that runs on the device holds one lock (bench/devtime.py), so timed runs never share the device (but
 # XLA:GPU autotunes kernels on it while compiling, outside the lock). The throughput settings are a shared queue,
@@ -31,6 +37,7 @@
 #   GPU_SUITE_JOBS       throughput processes (default 8; the machine has 16 cores)
 #   GPU_SUITE_PARTS      "t1 throughput" (default) or either one
 #   GPU_SUITE_AGENTS, GPU_SUITE_NUM_ENVS, GPU_SUITE_ENV   the throughput grid (defaults above)
+#   GPU_SUITE_CROSSQ_TASKS, GPU_SUITE_CROSSQ_STEPS (default 100000), GPU_SUITE_CROSSQ_SEEDS (3)   part "crossq"
 #   GPU_SUITE_PYTHON     the interpreter (default python3); GPU_SUITE_SITE the install target (default /tmp/site)
 #   JAXRL_BENCH_SERIAL_COMPILE=1   one XLA compile at a time inside each process (default: a process compiles its
 #                        initial state and its timed programs in parallel threads)
@@ -53,6 +60,8 @@ if [ "$SMOKE" = 1 ]; then
   T1_NUM_ENVS=4
   T1_ARGS=(--num-envs 4 --iters 2)
   TP_ARGS=(--target-iters 2 --min-seconds 0 --max-repeats 1)
+  CQ_TASKS=${GPU_SUITE_CROSSQ_TASKS:-dmc/FingerSpin}
+  CQ_ARGS=(--steps "${GPU_SUITE_CROSSQ_STEPS:-6000}" --seeds "${GPU_SUITE_CROSSQ_SEEDS:-1}" --eval-every 3000)
 else
   JOBS=${GPU_SUITE_JOBS:-8}
   NUM_ENVS=${GPU_SUITE_NUM_ENVS:-1024 128 1}
@@ -60,6 +69,8 @@ else
   T1_NUM_ENVS=1024  # the config's num_envs (bench/massive.py takes it from there)
   T1_ARGS=(--full --iters 20)
   TP_ARGS=(--min-seconds 1 --max-repeats 5)
+  CQ_TASKS=${GPU_SUITE_CROSSQ_TASKS:-dmc/FingerSpin dmc/ReacherHard}
+  CQ_ARGS=(--steps "${GPU_SUITE_CROSSQ_STEPS:-100000}" --seeds "${GPU_SUITE_CROSSQ_SEEDS:-3}" --eval-every 10000)
 fi
 
 work=$(mktemp -d /tmp/gpu_suite.XXXXXX)
@@ -152,6 +163,19 @@ if [[ " $PARTS " == *" throughput "* ]]; then
     procs[$!]=throughput_$j
   done
 fi
+cq_dirs=()
+if [[ " $PARTS " == *" crossq "* ]]; then
+  cq_left=$(( $(left) > 60 ? $(left) - 40 : 1 ))  # 40 s kept for collecting the run directories
+  for agent in crossq sac; do
+    for task in $CQ_TASKS; do
+      name=crossq_vs_sac_${agent}_${task//\//_}
+      cq_dirs+=("$work/runs/$name")
+      timeout -k 15 "$cq_left" "$PY" bench/crossq_vs_sac.py --agent "$agent" --task "$task" "${CQ_ARGS[@]}" \
+        --run-dir "$work/runs/$name" > "$LOGS/$name.out" 2> "$LOGS/$name.err" &
+      procs[$!]=$name
+    done
+  done
+fi
 for pid in "${!procs[@]}"; do
   wait "$pid"
   rc=$?
@@ -162,11 +186,26 @@ for pid in "${!procs[@]}"; do
 done
 
 sleep 0.5  # the filters' last lines
+if [ ${#cq_dirs[@]} -gt 0 ]; then
+  reached=()
+  for dir in "${cq_dirs[@]}"; do
+    [ -s "$dir/metrics.jsonl" ] || { echo "--- $(basename "$dir"): no evaluation reached"; continue; }
+    reached+=("$dir")
+    mkdir -p "$(dirname "$LOGS")/runs/$(basename "$dir")"
+    cp "$dir"/config.json "$dir"/metrics.jsonl "$(dirname "$LOGS")/runs/$(basename "$dir")/"
+  done
+  carried=()
+  [ -f .whl/checkout.json ] && carried=(--carried-git .whl/checkout.json)
+  command="$(env | grep '^GPU_SUITE_' | sort | tr '\n' ' ')bash bench/gpu_suite.sh"
+  [ ${#reached[@]} -gt 0 ] && "$PY" bench/crossq_vs_sac.py --collect "${reached[@]}" "${carried[@]}" \
+    --command "$command" --out "$RESULTS" > /dev/null 2> "$LOGS/crossq_collect.err"
+  "$PY" bench/crossq_vs_sac.py --table "$RESULTS"
+fi
 t1_flag=()
 [[ " $PARTS " == *" t1 "* ]] && t1_flag=(--t1 "$T1_NUM_ENVS")
 tp_agents=()
 [[ " $PARTS " == *" throughput "* ]] && read -r -a tp_agents <<< "$AGENTS"
 read -r -a tp_num_envs <<< "$NUM_ENVS"
-"$PY" bench/suite_summary.py "$RESULTS" --agents "${tp_agents[@]}" --num-envs "${tp_num_envs[@]}" --env "$ENV" \
+[[ " $PARTS " == *" t1 "* || " $PARTS " == *" throughput "* ]] && "$PY" bench/suite_summary.py "$RESULTS" --agents "${tp_agents[@]}" --num-envs "${tp_num_envs[@]}" --env "$ENV" \
   "${t1_flag[@]}"
 line "{\"bench\": \"suite\", \"event\": \"end\", \"wall_s\": $(($(date +%s) - T0)), \"results\": \"$RESULTS\"}"
