@@ -23,7 +23,15 @@ import jax.numpy as jnp
 
 from jaxrl import checks
 from jaxrl.agent import Agent, added_field, delay_fields, extra_field
-from jaxrl.losses import init_temperature, polyak_update, target_or_online, td_target, temperature_loss, with_target
+from jaxrl.losses import (
+    init_temperature,
+    log_temperature_loss,
+    polyak_update,
+    target_or_online,
+    td_target,
+    temperature_loss,
+    with_target,
+)
 from jaxrl.networks import CriticEnsemble, GaussianPolicyHead, forward, reading, sample_tanh_gaussian, tanh_gaussian_act
 from jaxrl.optim import (
     OptimizerConfig,
@@ -60,6 +68,9 @@ class Config(OptimizerConfig):  # Adam's betas, eps, weight decay, clipping, lr 
     """lower bound of the policy's log std"""
     log_std_max: float = static(2.0)
     """upper bound of the policy's log std"""
+    squash_log_std: bool = added_field(True)
+    """log std mapped smoothly into [log_std_min, log_std_max] (CleanRL); False: clipped there (softlearning, the
+    official REDQ)"""
     actor_lr: float = 3e-4
     """Adam learning rate of the actor"""
     critic_lr: float = 3e-4
@@ -149,6 +160,13 @@ def alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
     return loss, {"alpha_loss": loss, "alpha": jnp.exp(log_alpha)}
 
 
+def log_alpha_loss(log_alpha, state: State, log_prob, cfg: Config):
+    """The log-alpha form, -log alpha * sg(log pi + target entropy) (SB3, and the official codes of REDQ, DR-SAC
+    and ACE): the same fixed point as ``alpha_loss``, with a gradient 1/alpha times as large. An ``alpha_loss_fn``."""
+    loss = log_temperature_loss(log_alpha, log_prob, state.target_entropy)
+    return loss, {"alpha_loss": loss, "alpha": jnp.exp(log_alpha)}
+
+
 # ------------------------------------------------------------------------------------- init / act / update
 
 
@@ -172,7 +190,7 @@ def check_config(cfg: Config) -> None:
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
     actor = reading(spec.actor_obs, GaussianPolicyHead(cfg.hidden_sizes, spec.action_size, "relu", cfg.log_std_min,
-                                                       cfg.log_std_max))
+                                                       cfg.log_std_max, squash_log_std=cfg.squash_log_std))
     critic = reading(spec.critic_obs, CriticEnsemble(cfg.hidden_sizes, num_critics=cfg.num_critics,
                                                      layer_norm=cfg.critic_layer_norm,
                                                      layer_norm_first=cfg.critic_layer_norm_first,
@@ -207,24 +225,29 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
 DELAYED_METRICS = ("actor_loss", "entropy", "alpha_loss", "alpha", "grad_norm/actor", "grad_norm/alpha")
 
 
-def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss, target_fn=None):
+def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss_fn=alpha_loss, target_fn=None,
+                actor_on_stepped_critics: bool = True):
     """An ``update`` that optimises the given losses (same signatures as the defaults above); ``target_fn``
-    replaces the critic loss's TD target alone (same signature as ``soft_td_target``)."""
+    replaces the critic loss's TD target alone (same signature as ``soft_td_target``). ``actor_on_stepped_critics``
+    False: the actor and temperature losses read the critics as they were before this update's critic step (the
+    official REDQ computes its policy loss before stepping the critics)."""
     critic_loss_fn = with_target(critic_loss_fn, target_fn)
 
     def update(state: State, batch: Batch, key, cfg: Config):
         critic_key, actor_key = jax.random.split(key)
         actor_opt, critic_opt, alpha_opt = optimizers(cfg, state.progress)
+        critics_before_step = state.critic_params
 
         critic = gradient_step(critic_loss_fn, state.critic_params, state.critic_opt_state, critic_opt, state, batch,
                                critic_key, cfg)
         state = state.replace(critic_params=critic.params, critic_opt_state=critic.opt_state)
 
         def actor_and_temperature(state: State):
-            actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
+            seen = state if actor_on_stepped_critics else state.replace(critic_params=critics_before_step)
+            actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, seen, batch,
                                   actor_key, cfg)
             log_prob = actor.aux.pop("log_prob")
-            alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, state, log_prob,
+            alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, seen, log_prob,
                                   cfg)
             state = state.replace(actor_params=actor.params, actor_opt_state=actor.opt_state, log_alpha=alpha.params,
                                   alpha_opt_state=alpha.opt_state)

@@ -101,7 +101,7 @@ def table(paths: list[str]) -> str:
             continue
         step = common[-1]
 
-        def at(row):
+        def at(row, step=step):
             i = row["eval_steps"].index(step)
             return [seed[i] for seed in row["returns"]]
 

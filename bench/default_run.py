@@ -2,6 +2,9 @@
 
     python bench/default_run.py                    # both runs (~10 min on 2 cores); writes the results file
     python bench/default_run.py --readme           # the README's sentence from bench/results/default_run.json
+    python bench/default_run.py --command "jaxrl train --agent experiments.examples.redq:AGENT --steps 20000" \
+        --out bench/results/redq_example.json       # any other command, measured the same way into its own file
+    python bench/default_run.py --command "jaxrl train" --set XLA_FLAGS=--xla_cpu_max_isa=SSE4_2 --out F
 
 Each run is ``jaxrl train [--steps N]`` in a fresh working directory (outputs under its ``runs/``), timed as a
 process, compile included (the persistent compilation cache is bypassed so the first run's compile counts, as on a
@@ -25,14 +28,18 @@ RESULTS = os.path.join(ROOT, "bench", "results", "default_run.json")
 COMMANDS = (["jaxrl", "train"], ["jaxrl", "train", "--steps", "100000"])
 
 
-def measure(command: list[str]) -> dict:
+def measure(command: list[str], variables: dict[str, str] | None = None) -> dict:
+    """``command`` run as a process in a fresh directory, with ``variables`` added to its environment (written in
+    front of the recorded command, as a shell line sets them)."""
     sys.path.insert(0, ROOT)
     from jaxrl import provenance
 
+    variables = variables or {}
     with tempfile.TemporaryDirectory() as work:
         exe = os.path.join(os.path.dirname(sys.executable), command[0])
         t0 = time.perf_counter()
-        subprocess.run([exe, *command[1:], "--compilation-cache", "None"], cwd=work, check=True)
+        subprocess.run([exe, *command[1:], "--compilation-cache", "None"], cwd=work, check=True,
+                       env={**os.environ, **variables})
         wall = time.perf_counter() - t0
         (run_dir,) = glob.glob(os.path.join(work, "runs", "*"))
         with open(os.path.join(run_dir, "summary.json")) as f:
@@ -41,7 +48,8 @@ def measure(command: list[str]) -> dict:
             curve = [[row["env_steps"], row["eval/return"]] for row in map(json.loads, f)]
         with open(os.path.join(run_dir, "config.json")) as f:
             environment = json.load(f)["environment"]
-    return {**provenance.stamp(" ".join(command)), "environment": environment, "wall_s": round(wall, 1),
+    typed = " ".join([f"{name}={value}" for name, value in variables.items()] + command)
+    return {**provenance.stamp(typed), "environment": environment, "wall_s": round(wall, 1),
             "final_eval_return": summary["final_eval_return"], "env_steps": summary["env_steps"],
             "compile_s": round(summary["compile_s"], 1), "run_s": round(summary["run_s"], 1), "eval_curve": curve}
 
@@ -65,9 +73,22 @@ def readme(path: str = RESULTS) -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--readme", action="store_true", help="print the README's sentence from the results file")
+    parser.add_argument("--command", action="append", help="measure this command line instead (repeatable)")
+    parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                        help="an environment variable for the measured commands (repeatable)")
+    parser.add_argument("--out", help="results file for --command (default: the README's default_run.json)")
     args = parser.parse_args()
     if args.readme:
         print(readme())
+        return 0
+    if args.command:
+        variables = dict(item.split("=", 1) for item in args.set)
+        runs = [measure(command.split(), variables) for command in args.command]
+        with open(args.out or RESULTS, "w") as f:
+            json.dump({"runs": runs}, f, indent=1)
+            f.write("\n")
+        for run in runs:
+            print(f"{run['command']}: {run['final_eval_return']} after {run['env_steps']} env steps, {run['wall_s']} s")
         return 0
     runs = [measure(command) for command in COMMANDS]
     with open(RESULTS, "w") as f:

@@ -173,10 +173,21 @@ def test_the_schedule_actor_every_other_update_and_resets_at_multiples_of_the_in
         actor_moved = not np.array_equal(jax.tree.leaves(new.actor_params)[0], jax.tree.leaves(state.actor_params)[0])
         seen[updates] = (actor_moved, float(metrics["reset"]))
         state = new
-    # updates 0, 2, 4 step the actor; the 4th update done (index 3) resets (which also moves the actor)
-    assert seen == {0: (True, 0.0), 1: (False, 0.0), 2: (True, 0.0), 3: (True, 1.0), 4: (True, 0.0)}
+    # updates 0, 2, 4 step the actor; update index 4 resets (the code checks its index before incrementing it), so
+    # the reset reads the dormancy of that update's own actor step; index 0 is not after reset_after = 0
+    assert seen == {0: (True, 0.0), 1: (False, 0.0), 2: (True, 0.0), 3: (False, 0.0), 4: (True, 1.0)}
     assert [bool(ace.reset_due(n, ace.Config(reset_interval=100, reset_after=5000))) for n in (100, 5000, 5100)] == \
         [False, False, True]
+
+
+def test_the_temperature_loss_is_the_codes_log_alpha_form():
+    """model/algorithm.py: alpha_loss = -(log_alpha * (log_pi + target_entropy).detach()).mean()."""
+    cfg = ace.Config(**TINY, init_alpha=0.5)
+    state = ace.init(KEY, SPEC, cfg)
+    _, metrics = jax.jit(ace.update)(progress_lib.attach(state, at_update(0)), random_batch(KEY), KEY, cfg)
+    mean_log_prob = -float(metrics["entropy"])
+    np.testing.assert_allclose(metrics["alpha_loss"], -np.log(0.5) * (mean_log_prob + float(state.target_entropy)),
+                               rtol=1e-5)
 
 
 def test_ace_refuses_bad_values_in_one_line():

@@ -279,7 +279,7 @@ def test_redq_target_is_the_minimum_over_a_random_pair_of_target_critics_by_hand
         action_key, subset_key = jax.random.split(key)
         subset = sorted(np.asarray(jax.random.choice(subset_key, 4, (2,), replace=False)).tolist())
         pairs.add(tuple(subset))
-        a2, logp2 = sampled(action_key, 2)
+        a2, logp2 = sampled(action_key, 2, epsilon=1e-6)  # the official log-density's 1e-6
         next_v = four_q(s2, a2)[subset].min(0) - 0.5 * logp2
         expected = np.array([1.0 + 0.9 * next_v[0], -1.0])  # transition 0 truncated: bootstraps; 1 terminated
         np.testing.assert_allclose(redq.redq_target(state, BATCH, key, cfg), expected, rtol=1e-5)
@@ -292,7 +292,7 @@ def test_redq_actor_loss_is_on_the_mean_over_all_critics_by_hand():
     cfg = redq.Config(num_critics=4, init_alpha=0.5)
     state = redq_state()
     loss, info = redq.mean_q_actor_loss(state.actor_params, state, BATCH, KEY, cfg)
-    a, logp = sampled(KEY, 2)
+    a, logp = sampled(KEY, 2, epsilon=1e-6)
     np.testing.assert_allclose(loss, np.mean(0.5 * logp - four_q(np.array([1.0, 2.0]), a).mean(0)), rtol=1e-5)
     np.testing.assert_allclose(info["log_prob"], logp, rtol=1e-5)
 
@@ -315,6 +315,56 @@ def test_redq_updates_the_actor_and_temperature_once_per_twenty_critic_updates()
         state = new
     assert [k + 1 for k, m in enumerate(moved) if m] == [20, 40]
     assert metrics[:19] == [0.0] * 19 and len(set(metrics[19:39])) == 1 and metrics[39] != metrics[38]
+
+
+def test_redq_follows_its_official_code_temperature_form_density_epsilon_and_critic_order():
+    """One update (actor every update): the actor's loss reads the critics as they were before this update's critic
+    step, its log-density has 1e-6 inside log(1 - tanh^2 + 1e-6), and the temperature's loss is the log-alpha form
+    -log alpha * mean(log pi + target entropy) (watchernyu/REDQ redq_sac.py, core.py)."""
+    from experiments.examples import redq
+
+    cfg = redq.Config(num_critics=4, init_alpha=0.5, policy_delay=1, critic_lr=0.5)  # a large critic step
+    state = redq_state()
+    new, metrics = jax.jit(redq.AGENT.update)(state, BATCH, KEY, cfg)
+    assert not np.allclose(new.critic_params["params"]["w"], state.critic_params["params"]["w"])
+    a, logp = sampled(jax.random.split(KEY)[1], 2, epsilon=1e-6)
+    q_before_step = four_q(np.array([1.0, 2.0]), a).mean(0)
+    np.testing.assert_allclose(metrics["actor_loss"], np.mean(0.5 * logp - q_before_step), rtol=1e-5)
+    np.testing.assert_allclose(metrics["alpha_loss"], -np.log(0.5) * np.mean(logp - 1.0), rtol=1e-5)
+    # The density's epsilon where the action saturates (|u| = 10): log(1 - tanh^2 + 1e-6) stops at log(1e-6).
+    from jaxrl.networks import sample_tanh_gaussian
+
+    _, saturated = sample_tanh_gaussian(KEY, jnp.array([10.0]), jnp.array([-1.0]), cfg.log_prob_epsilon)
+    u = 10.0 + np.exp(-1.0) * float(jax.random.normal(KEY, (1,))[0])
+    np.testing.assert_allclose(saturated, -0.5 * ((u - 10.0) / np.exp(-1.0)) ** 2 + 1.0 - 0.5 * np.log(2 * np.pi)
+                               - np.log(1 - np.tanh(u) ** 2 + 1e-6), rtol=1e-3)  # the exact density: 4.8 nats more
+
+
+def test_redq_clips_its_policys_log_std_to_minus_twenty_and_two():
+    """The code's LOG_SIG_MIN/MAX clip (SAC squashes smoothly into [-5, 2]): a raw log std of -30 reads -20."""
+    from experiments.examples import redq
+    from jaxrl.types import EnvSpec
+
+    cfg = redq.Config(hidden_sizes=(8,))
+    state = redq.AGENT.init(KEY, EnvSpec(obs_size=1, action_size=1, decisions_per_episode=10), cfg)
+    params = jax.tree.map(lambda x: jnp.zeros_like(x) if x.shape != (2,) else jnp.array([0.0, -30.0]),
+                          state.actor_params)
+    _, log_std = state.actor.apply(params, jnp.ones((1, 1)))
+    assert float(log_std[0, 0]) == -20.0
+    params = jax.tree.map(lambda x: jnp.zeros_like(x) if x.shape != (2,) else jnp.array([0.0, 30.0]), params)
+    assert float(state.actor.apply(params, jnp.ones((1, 1)))[1][0, 0]) == 2.0
+
+
+def test_redq_mbpo_config_sets_the_official_per_task_target_entropy():
+    """redq_mbpo: MBPO's table (REDQ core.py mbpo_target_entropy_dict) for Brax's versions of its five tasks."""
+    from experiments import rundir
+
+    table = {"brax/hopper": -1.0, "brax/halfcheetah": -3.0, "brax/walker2d": -3.0, "brax/ant": -4.0,
+             "brax/humanoid": -2.0}
+    for env, entropy in table.items():
+        resolved = rundir.resolve(None, config="redq_mbpo", env=env)
+        assert resolved.agent.name == "redq" and resolved.agent_cfg.target_entropy == entropy
+        assert resolved.loop.updates_per_step == 20 and resolved.loop.num_envs == 1
 
 
 # -------------------------------------------------------------------------------------- the README's examples

@@ -32,7 +32,11 @@ What this file decides:
     action; ``python bench/ace_causal_weights.py`` compares the two on recorded replay samples (README).
   * The dormancy counts the actor's output layer (mean and log std, one Dense of 2|A| units here) as one layer; the
     code has two heads, each with its own mean.
-  * A reset check counts updates done including the current one (the code's ``updates`` after its increment).
+  * A reset is checked on the index of the current update, counted from 0, as the code's ``update_parameters``
+    reads its ``updates`` before the training loop increments it: the first reset is at update 100000, whose
+    actor step (100000 is a multiple of the policy delay) gives the dormancy it reads.
+  * The temperature's loss is the code's log-alpha form, -log alpha * sg(log pi + target entropy)
+    (``model/algorithm.py``; ``log_alpha_loss=False``: SAC's alpha form, alpha times the gradient).
   * Networks: the code's 3 x 1024 with ELU after the first layer and ReLU after the others, Xavier-uniform init;
     here ReLU after every layer and SAC's lecun-uniform init (the fresh networks of a reset are orthogonal with zero
     biases, as the code's). Log std clipped to [-20, 2] as the code (SAC here squashes into [-5, 2]).
@@ -50,7 +54,7 @@ import jax.numpy as jnp
 from agents import sac
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
-from jaxrl.agent import Agent, delay_fields
+from jaxrl.agent import Agent, added_field, delay_fields
 from jaxrl.losses import polyak_update, target_or_online, td_target, with_target
 from jaxrl.networks import (
     GaussianPolicyHead,
@@ -91,6 +95,8 @@ class Config(sac.Config):
     reset_rule: str = static("dormancy")
     """what sets the reset's strength eta: "dormancy" (the code's default ``reset``) or "causal" (``causal_reset``:
     eta = clip(1.5 - exp(-8 (max w - min w)), reset_min, reset_max))"""
+    log_alpha_loss: bool = added_field(True, before=False)
+    """the temperature's loss in log-alpha form, as the code (False: SAC's alpha form)"""
     reset_interval: int = static(100_000)
     """gradient updates between soft resets (0: never)"""
     reset_after: int = static(5_000)
@@ -243,10 +249,11 @@ def soft_reset(state: State, key, cfg: Config) -> State:
                          actor_opt_state=actor_opt.init(actor_params), critic_opt_state=critic_opt.init(critic_params))
 
 
-def reset_due(updates_done, cfg: Config):
+def reset_due(update_index, cfg: Config):
+    """The code's check, ``updates % reset_interval == 0 and updates > 5000`` on the current update's index."""
     if not cfg.reset_interval:
         return jnp.bool_(False)
-    return (updates_done % cfg.reset_interval == 0) & (updates_done > cfg.reset_after)
+    return (update_index % cfg.reset_interval == 0) & (update_index > cfg.reset_after)
 
 
 # ------------------------------------------------------------------------------------- init / act / update
@@ -284,10 +291,11 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
     return tanh_gaussian_act(state.actor, state.actor_params, obs, key, deterministic), carry
 
 
-def make_update(critic_loss_fn=sac.critic_loss, actor_loss_fn=causal_actor_loss, alpha_loss_fn=sac.alpha_loss,
+def make_update(critic_loss_fn=sac.critic_loss, actor_loss_fn=causal_actor_loss, alpha_loss_fn=None,
                 target_fn=causal_soft_target):
     """ACE's update: the critic every update; at updates 0, d, 2d, ... (d = policy_delay) the actor, the
-    temperature and the targets' Polyak step; then, on the reset schedule, the soft reset."""
+    temperature and the targets' Polyak step; then, on the reset schedule, the soft reset. ``alpha_loss_fn``
+    None: the form ``cfg.log_alpha_loss`` chooses."""
     critic_loss_fn = with_target(critic_loss_fn, target_fn)
 
     def update(state: State, batch: Batch, key, cfg: Config):
@@ -304,7 +312,8 @@ def make_update(critic_loss_fn=sac.critic_loss, actor_loss_fn=causal_actor_loss,
             actor = gradient_step(actor_loss_fn, state.actor_params, state.actor_opt_state, actor_opt, state, batch,
                                   actor_key, cfg)
             log_prob = actor.aux.pop("log_prob")
-            alpha = gradient_step(alpha_loss_fn, state.log_alpha, state.alpha_opt_state, alpha_opt, state, log_prob,
+            temperature_loss = alpha_loss_fn or (sac.log_alpha_loss if cfg.log_alpha_loss else sac.alpha_loss)
+            alpha = gradient_step(temperature_loss, state.log_alpha, state.alpha_opt_state, alpha_opt, state, log_prob,
                                   cfg)
             ratio = dormant_ratio(actor.grads, cfg.dormant_threshold)
             state = state.replace(
@@ -316,7 +325,7 @@ def make_update(critic_loss_fn=sac.critic_loss, actor_loss_fn=causal_actor_loss,
 
         updates = state.progress.updates
         state, delayed = delayed_step(updates % cfg.policy_delay == 0, actor_temperature_and_targets, state)
-        reset = reset_due(updates + 1, cfg)
+        reset = reset_due(updates, cfg)
         state = jax.lax.cond(reset, lambda s: soft_reset(s, reset_key, cfg), lambda s: s, state)
         weights = state.causal_weights
         return state, {**critic.aux, **delayed, **grad_norm_metrics(critic=critic), "reset": reset.astype(jnp.float32),
