@@ -81,6 +81,9 @@ class Config(OptimizerConfig):  # Adam's betas, eps, weight decay, clipping, lr 
     """discount"""
     tau: float = 0.005
     """Polyak rate of the target critics"""
+    target_update_period: int = added_field(1)
+    """the targets' Polyak step on the 1st, (1 + p)-th, (1 + 2p)-th, ... update (pytorch_sac's
+    critic_target_update_frequency 2, counted from its first update); 1: every update"""
     init_alpha: float = 1.0
     """initial temperature alpha"""
     target_entropy: float | None = None
@@ -183,6 +186,7 @@ def check_config(cfg: Config) -> None:
     checks.bounds_ordered(cfg, "log_std_min", "log_std_max")
     checks.positive(cfg, "actor_lr", "critic_lr", "alpha_lr", "init_alpha")
     checks.unit_interval(cfg, "gamma", "tau")
+    checks.positive_ints(cfg, "target_update_period")
     checks.finite_or_none(cfg, "target_entropy")
     checks.optimizer_fields(cfg)
     checks.require(cfg, "critic_dropout", lambda x: 0 <= x < 1, "a number in [0, 1)")
@@ -213,7 +217,8 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
         alpha_opt_state=alpha_opt.init(log_alpha),
         actor=actor,
         critic=critic,
-        **(delay_fields(DELAYED_METRICS) if cfg.policy_delay > 1 else {}),
+        **(delay_fields(DELAYED_METRICS) if cfg.policy_delay > 1 else
+           {"num_updates": jnp.zeros((), jnp.int32)} if cfg.target_update_period > 1 else {}),
     )
 
 
@@ -253,13 +258,17 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
                                   alpha_opt_state=alpha.opt_state)
             return state, {**actor.aux, **alpha.aux, **grad_norm_metrics(actor=actor, alpha=alpha)}
 
+        if cfg.policy_delay > 1 or cfg.target_update_period > 1:
+            state = state.replace(num_updates=state.num_updates + 1)
         if cfg.policy_delay == 1:
             state, delayed = actor_and_temperature(state)
         else:
-            state = state.replace(num_updates=state.num_updates + 1)
             state, delayed = delayed_step(every_nth(state.num_updates, cfg.policy_delay), actor_and_temperature, state)
-        state = state.replace(
-            target_critic_params=polyak_update(state.critic_params, state.target_critic_params, cfg.tau))
+        targets = polyak_update(state.critic_params, state.target_critic_params, cfg.tau)
+        if cfg.target_update_period > 1 and targets is not None:
+            turn = every_nth(state.num_updates - 1, cfg.target_update_period)
+            targets = jax.tree.map(lambda new, old: jnp.where(turn, new, old), targets, state.target_critic_params)
+        state = state.replace(target_critic_params=targets)
         return state, {**critic.aux, **delayed, **grad_norm_metrics(critic=critic)}
 
     return update

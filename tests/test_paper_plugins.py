@@ -270,6 +270,56 @@ def test_one_update_moves_the_dual_five_times_and_the_critics_regress_on_the_rob
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-6), new.target_value_params, expected)
 
 
+def test_dr_sac_temperature_steps_on_the_codes_log_alpha_loss():
+    """The code's ``sac.py`` (041e839): alpha_loss = -(log_alpha * (log_pi_a + target_entropy).detach()).mean().
+    At alpha = 0.25 its value and its gradient -mean(log pi + H) differ from SAC's alpha form (-alpha * ...) by the
+    factor alpha; log pi is the actor step's own sample (its key), recomputed here, the reference in float64."""
+    cfg = DR.replace(init_alpha=0.25)
+    assert cfg.log_alpha_loss  # the default
+    state = progress_lib.attach(dr_sac.AGENT.init(KEY, SPEC, cfg), progress_at(10))
+    batch, key = random_batch(jax.random.PRNGKey(6)), jax.random.PRNGKey(9)
+    new, metrics = jax.jit(dr_sac.update)(state, batch, key, cfg)
+    actor_key = jax.random.split(jax.random.split(key)[1])[1]  # update: (robust, sac); SAC's update: (critic, actor)
+    _, log_prob = sampled_action(state, batch.obs, actor_key)
+    log_alpha, target_entropy = np.log(0.25), -2.0  # -|A|
+    surplus = np.mean(np.asarray(log_prob, np.float64) + target_entropy)  # mean(log pi + H), a constant
+    assert float(state.log_alpha) == pytest.approx(log_alpha, rel=1e-6)
+    assert float(metrics["alpha_loss"]) == pytest.approx(-log_alpha * surplus, rel=1e-4)
+    assert float(metrics["grad_norm/alpha"]) == pytest.approx(abs(surplus), rel=1e-4)  # d/d log alpha, no alpha
+    assert float(metrics["alpha"]) == pytest.approx(0.25, rel=1e-6)  # the alpha the step started from
+    # Adam's first step: lr against the gradient's sign (log alpha rises when the entropy is below the target)
+    assert float(new.log_alpha) - log_alpha == pytest.approx(-3e-4 * np.sign(-surplus), rel=1e-3)
+    # log_alpha_loss=False (runs saved before it existed): SAC's alpha form, alpha times the value and gradient
+    _, before = jax.jit(dr_sac.update)(state, batch, key, cfg.replace(log_alpha_loss=False))
+    assert float(before["alpha_loss"]) == pytest.approx(-0.25 * surplus, rel=1e-4)
+    assert float(before["grad_norm/alpha"]) == pytest.approx(0.25 * abs(surplus), rel=1e-4)
+
+
+def test_dr_sac_encoder_has_no_activation_after_its_last_hidden_layer():
+    """The code's MLPTransitionVAE (041e839): encoder = build_net([2S + A] + hidden, nn.ReLU, nn.Identity), then
+    e_mu and e_logvar (Linear). Hand-set weights, x = (s, a, s') = (1, 2, 3), hidden (2, 2), latent 1:
+    layer 0: (1 + 3, 2 - 3) = (4, -1) -> ReLU (4, 0); layer 1: (4 + 0.5, -4) and no ReLU (a ReLU would give (4.5, 0));
+    mu = 4.5 - 4 = 0.5, logvar = -4 + 0.1 = -3.9 (with the ReLU: 4.5 and 0.1)."""
+    model = dr_sac.TransitionVAE((2, 2), obs_size=1, latent_size=1)
+    s, a, s_next = jnp.array([[1.0]]), jnp.array([[2.0]]), jnp.array([[3.0]])
+    params = model.init(KEY, s, a, s_next, KEY)
+    encoder = params["params"]["encoder"]
+    assert sorted(encoder) == ["Dense_0", "Dense_1", "Dense_2"]  # two hidden layers, then (mu, logvar)
+    hand = {"Dense_0": ([[1.0, 0.0], [0.0, 1.0], [1.0, -1.0]], [0.0, 0.0]),
+            "Dense_1": ([[1.0, -1.0], [0.0, 0.0]], [0.5, 0.0]),
+            "Dense_2": ([[1.0, 0.0], [1.0, 1.0]], [0.0, 0.1])}
+    encoder = {name: {"kernel": jnp.array(w), "bias": jnp.array(b)} for name, (w, b) in hand.items()}
+    params = {"params": {**params["params"], "encoder": encoder}}
+    _, mu, logvar = model.apply(params, s, a, s_next, KEY)
+    assert float(mu[0, 0]) == pytest.approx(0.5, rel=1e-6)
+    assert float(logvar[0, 0]) == pytest.approx(-3.9, rel=1e-6)
+    # the agent builds it so by default; encoder_last_relu=True (runs saved before it existed) keeps the ReLU
+    assert not DR.encoder_last_relu and not dr_state().model.encoder_last_relu
+    relu = dr_sac.TransitionVAE((2, 2), obs_size=1, latent_size=1, encoder_last_relu=True)
+    _, mu, logvar = relu.apply(params, s, a, s_next, KEY)
+    assert (float(mu[0, 0]), float(logvar[0, 0])) == pytest.approx((4.5, 0.1), rel=1e-6)
+
+
 def test_dr_sac_refuses_a_negative_radius_and_n_step_targets():
     with pytest.raises(ConfigError, match=r"delta must be a finite number >= 0, got -0\.1"):
         dr_sac.AGENT.check_config(DR.replace(delta=-0.1))

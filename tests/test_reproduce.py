@@ -162,7 +162,7 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
     reported alone, never beside a number; a comparable task keeps its published column (fabricated runs: the report
     reads only metrics.jsonl)."""
     tasks = ["dmc/CheetahRun", "dmc/FishSwim", "dmc/AcrobotSwingupSparse", "dmc/BallInCupPlayground", "dmc/BallInCup"]
-    plan = reproduce.make_plan("sac_dmc", tasks, 100_000, 2, ["loop.action_repeat=1"])
+    plan = reproduce.make_plan("sac_dmc", tasks, 100_000, 2, ["loop.action_repeat=2"])
     assert reproduce.note_unpublished(plan) == tasks[1:4]
     err = capsys.readouterr().err
     assert "dmc/FishSwim is not comparable with published sac results: the env differs" in err
@@ -193,7 +193,7 @@ def test_report_marks_tasks_that_are_not_comparable(tmp_path, capsys):
     assert rows["dmc/AcrobotSwingupSparse"]["not_comparable"] == "no published sac result for acrobot-swingup-sparse"
     assert "hangs at rest" in rows["dmc/BallInCupPlayground"]["not_comparable"]
     text = open(path).read()
-    assert "--seeds 2 --override loop.action_repeat=1`" in text  # the command as run, its overrides included
+    assert "--seeds 2 --override loop.action_repeat=2`" in text  # the command as run, its overrides included
     assert "| dmc/CheetahRun | 100,000 | 300 ± 71 (2) | 300 ± 50 (3) | 0.00 |" in text
     assert "| dmc/FishSwim | 100,000 | 150 ± 71 (2) | not comparable: the env differs" in text
     assert "| dmc/AcrobotSwingupSparse | 100,000 | 15 ± 7 (2) | not comparable: no published sac result" in text
@@ -282,13 +282,13 @@ def _trains_the_same(command, run_dirs):
 
 
 SEVEN = ["loop.learning_starts=1000", "loop.eval_every=1000", "loop.num_eval_envs=2", "loop.buffer_size=3000",
-         "loop.action_repeat=1", "agent_config.batch_size=64", "agent_config.hidden_sizes=[32, 32]"]
+         "loop.action_repeat=2", "agent_config.batch_size=64", "agent_config.hidden_sizes=[32, 32]"]
 
 
 def test_report_only_states_the_command_and_settings_the_runs_trained_with(tmp_path, cli):
     """`jaxrl reproduce sac_dmc --tasks dmc/CheetahRun --steps 3000 --seeds 2` with seven overrides, then
     `--report-only` without them: the command is the runs' (not 1,000,000 x 3 without overrides), the protocol's
-    prose (batch 512, 2x256, action repeat 2) is followed by what these runs changed, no template text remains."""
+    prose (batch 512, 2x1024, no action repeat) is followed by what these runs changed, no template text remains."""
     out = str(tmp_path / "out")
     trained = reproduce.make_plan("sac_dmc", ["dmc/CheetahRun"], 3000, 2, SEVEN)
     run_dir = _fabricate_run(out, trained, "dmc/CheetahRun", [300.0, 200.0])
@@ -305,10 +305,10 @@ def test_report_only_states_the_command_and_settings_the_runs_trained_with(tmp_p
     assert "--steps 1000000" not in text and "--seeds 3" not in text
     changed = text.split("**Changed from the protocol**")[1].split("\n")[0]
     for change in ("loop.steps 1000000 -> 3000", "seeds 3 -> 2", "agent_config.batch_size 512 -> 64",
-                   "agent_config.hidden_sizes [256, 256] -> [32, 32]", "loop.action_repeat 2 -> 1",
-                   "loop.learning_starts 10000 -> 1000", "loop.eval_every 100000 -> 1000"):
+                   "agent_config.hidden_sizes [1024, 1024] -> [32, 32]", "loop.action_repeat 1 -> 2",
+                   "loop.learning_starts 5000 -> 1000", "loop.eval_every 100000 -> 1000"):
         assert change in changed, changed
-    assert "(action repeat 1 included)" in text and "action repeat 2 included" not in text
+    assert "(action repeat 2 included)" in text and "action repeat 1 included" not in text
     assert "{" not in text and "}" not in text  # no unformatted template text
 
 

@@ -85,3 +85,24 @@ def test_hyperparameters_can_be_traced_and_vmapped():
     moved = jnp.abs(params["params"]["w"] - state.critic_params["params"]["w"][None]).max(axis=1)
     # Adam's first step moves each weight by ~lr: the three members differ by their learning rate.
     np.testing.assert_allclose(moved, lrs, rtol=1e-2)
+
+
+def test_target_update_period_moves_the_targets_on_the_first_and_every_pth_update_after():
+    """pytorch_sac's critic_target_update_frequency 2 (``step % 2 == 0`` from its first update at an even step):
+    the targets take their Polyak step on updates 1, 3, 5, ... and keep their values in between."""
+    from jaxrl.types import EnvSpec
+
+    cfg = sac.Config(hidden_sizes=(8,), batch_size=2, target_update_period=2, tau=0.5)
+    state = sac.init(KEY, EnvSpec(obs_size=1, action_size=1, decisions_per_episode=10), cfg)
+    update = jax.jit(sac.update)
+    moved = []
+    for k in range(5):
+        new, _ = update(state, BATCH, jax.random.PRNGKey(k), cfg)
+        old_target, new_target = (jax.tree.leaves(s.target_critic_params)[0] for s in (state, new))
+        moved.append(not np.array_equal(old_target, new_target))
+        if moved[-1]:  # the Polyak step from the critics as they are after this update's critic step
+            online = jax.tree.leaves(new.critic_params)[0]
+            np.testing.assert_allclose(new_target, 0.5 * online + 0.5 * old_target, rtol=1e-6)
+        state = new
+    assert moved == [True, False, True, False, True]
+    assert int(state.num_updates) == 5

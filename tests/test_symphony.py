@@ -109,9 +109,58 @@ def test_exploration_ends_with_the_reward_scale_and_the_rows_it_wrote_once():
     assert float(later.reward_scale) == float(ended.reward_scale) and int(later.exploration_rows) == 12
 
 
+def test_the_fall_acts_with_noise_alone_on_decisions_950_to_1000_once_training_started():
+    """``S3/train.py`` at c5eb0db: ``active = steps<(limit_step-50) if Q_learning else True`` (limit_step 1000, steps
+    from 1), ``select_action(state, action=active, noise=not testing)``, and ``S3/symphony.py``'s actor returns
+    tanh(float(action) S A + float(noise) N), N = clamp(randn, -e, e) / e. Envs at decisions 1, 949, 950, 1000 and
+    1001 of their episodes (carry: decisions taken before): 950 and 1000 fall (a = tanh(N)), the others act
+    tanh(S A + N); the reference in float64 from the actor's (A, S) and the same normal draw."""
+    cfg = symphony.Config(**TINY)
+    assert cfg.fall and cfg.fall_limit == 1000  # on by default, as in the code
+    spec = EnvSpec(obs_size=3, action_size=2, decisions_per_episode=1000)
+    state = symphony.init(jax.random.PRNGKey(0), spec, cfg).replace(exploration_rows=jnp.int32(10))
+    np.testing.assert_array_equal(symphony.AGENT.init_carry(5, spec, cfg), np.zeros(5))  # episodes start at 0
+    obs, key = jax.random.normal(jax.random.PRNGKey(1), (5, 3)), jax.random.PRNGKey(2)
+    carry = jnp.array([0, 948, 949, 999, 1000], jnp.int32)
+    action, new_carry = jax.jit(symphony.AGENT.act, static_argnums=(3, 4))(state, obs, key, cfg, False, carry)
+    np.testing.assert_array_equal(new_carry, carry + 1)
+    mean, scale, _ = (np.asarray(x, np.float64) for x in state.actor.apply(state.params["actor"], obs))
+    noise = np.clip(np.asarray(jax.random.normal(key, (5, 2)), np.float64), -math.e, math.e) / math.e
+    active = np.array([1.0, 1.0, 0.0, 0.0, 1.0])[:, None]  # 1, 949 < 950 act; 950, 1000 fall; 1001 > limit_step
+    np.testing.assert_allclose(action, np.tanh(active * scale * mean + noise), rtol=1e-5, atol=1e-6)
+    assert np.all(np.abs(scale * mean)[2:4] > 1e-4)  # the policy's part was there to drop
+    # Before training starts (exploration), with the fall off, and when evaluating: the policy acts throughout.
+    policy = np.tanh(scale * mean + noise)
+    for kind, (st, c) in {"exploring": (state.replace(exploration_rows=jnp.int32(0)), cfg),
+                          "off": (state, cfg.replace(fall=False))}.items():
+        np.testing.assert_allclose(symphony.act(st, obs, key, c, False, carry)[0], policy, rtol=1e-5, atol=1e-6,
+                                   err_msg=kind)
+    np.testing.assert_allclose(symphony.act(state, obs, key, cfg, True, carry)[0], np.tanh(scale * mean), rtol=1e-5,
+                               atol=1e-6)
+
+
+def test_the_fall_limit_moves_the_window_and_the_loop_keeps_the_decision_clock():
+    """fall_limit 100: decisions 50 .. 100 fall. In the compiled loop the carry counts each env's decisions in its
+    episode (the env's own count, or its time limit where an episode just ended and the loop resets it next)."""
+    import envs
+    from jaxrl.loop import LoopConfig, make_train
+
+    cfg = symphony.Config(**TINY, exploration_steps=100, fall_limit=100)
+    state = symphony.init(jax.random.PRNGKey(0), SPEC, cfg).replace(exploration_rows=jnp.int32(10))
+    np.testing.assert_array_equal(symphony.falling(state, jnp.array([48, 49, 99, 100]), cfg),
+                                  [False, True, True, False])
+    loop = LoopConfig(steps=120, num_envs=2, num_eval_envs=2, eval_every=120, learning_starts=100, buffer_size=1000,
+                      warmup="policy", updates_per_step=1.0)
+    trainer = make_train(symphony.AGENT, envs.make("toy/Pendulum", 2), envs.make("toy/Pendulum", 2), loop, cfg)
+    trained, _ = trainer.run_chunk(trainer.init(0, 1))
+    np.testing.assert_array_equal(trained.carry, trained.env.episode_step)  # 60 decisions into a 200-step episode
+    np.testing.assert_array_equal(trained.carry, [[60, 60]])
+
+
 def test_symphony_refuses_bad_values_in_one_line():
     for fields, message in [({"hidden_size": 30}, "multiple of 4"), ({"beta1": 1.0}, "beta1 must be"),
-                            ({"scale_floor": 0.5}, "scale_floor must be")]:
+                            ({"scale_floor": 0.5}, "scale_floor must be"),
+                            ({"fall_limit": 51}, "fall_limit=51 must be > 51")]:
         with pytest.raises(ConfigError, match=message):
             symphony.check_config(symphony.Config(**fields))
 

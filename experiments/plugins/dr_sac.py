@@ -16,13 +16,24 @@ estimated with N next states drawn from a learned model P0hat and the target val
 order was model -> dual -> Q -> V, whose V target read the online critics and whose VAE loss summed its terms):
   * P0hat is a conditional VAE (s, a, s') -> s' (latent 5, the agent's hidden widths), trained every update on the
     minibatch with mean squared reconstruction error + the mean KL to N(0, I); samples decode prior draws z ~ N(0, I).
+    Its encoder is the code's (``MLPTransitionVAE``, ``sac.py`` lines 152-159; ``utils.py`` lines 5-14: ``build_net``
+    gives every layer but the last ``hidden_activation``): ``build_net([2S + A] + hidden, nn.ReLU, nn.Identity)``,
+    i.e. ReLU after every hidden layer but the last, which stays linear, then the linear mean and log-variance
+    layers (``e_mu``, ``e_logvar``; here one layer of 2 x latent outputs, split); ``encoder_last_relu=True`` puts a
+    ReLU after the last hidden layer too (this file before issue 47). The decoder has ReLU after every hidden layer
+    and a linear output (``build_net(d_layers, nn.ReLU, nn.Identity)``).
   * beta = g(s, a) is a network (the agent's hidden widths, ReLU, an exp output: the code's ``functional`` dual),
     warm-started across updates and moved by ``dual_steps`` (5) Adam steps that maximise the batch mean of Vrob
     before the target is read with the moved g.
   * V is a network with a Polyak target (tau), regressed on sg(min_j Qbar_j(s, a~) - alpha log pi(a~|s)), a~ ~ pi.
   * Update order: V -> model -> dual -> critics -> actor -> temperature -> targets (critics and V).
-The critics, actor and temperature are this library's SAC (``sac.make_update(target_fn=...)``), so SAC's networks,
-initialisation and Adam are used throughout. Every numeric field is traced: a sweep vmaps over ``delta``.
+  * The temperature's loss is the code's log-alpha form, -(log_alpha * (log_pi + target_entropy).detach()).mean()
+    (``sac.py`` line 620; here ``sac.log_alpha_loss``). ``log_alpha_loss=False``: SAC's alpha form, -alpha *
+    sg(log pi + target entropy) (this file before issue 47): the same fixed point, but a gradient alpha times as
+    large, and as alpha changes in training, Adam's moments do not cancel that factor.
+The critics, actor and temperature are this library's SAC (``sac.make_update(alpha_loss_fn=..., target_fn=...)``),
+so SAC's networks, initialisation and Adam are used throughout. Every numeric field is traced: a sweep vmaps over
+``delta``. Saved runs from before issue 47 resume with ``log_alpha_loss=False`` and ``encoder_last_relu=True``.
 
 (not in the paper) The paper reports the offline setting only; this is the code's online mode (``mode: continuous``).
 How the nominal next states are obtained online (the issue's question): the model is fitted to the replay buffer's
@@ -54,6 +65,7 @@ import optax
 
 from agents import sac
 from jaxrl import checks
+from jaxrl.agent import added_field
 from jaxrl.losses import polyak_update, target_or_online, td_target
 from jaxrl.networks import MLP, sample_tanh_gaussian, select_part
 from jaxrl.optim import gradient_step
@@ -78,6 +90,29 @@ class Config(sac.Config):
     """Adam learning rate of the value network V (the code uses the critics' rate)"""
     latent_size: int = static(5)
     """latent dimensions of the transition VAE"""
+    log_alpha_loss: bool = added_field(True, before=False)
+    """the temperature's loss in log-alpha form, as the code (False: SAC's alpha form)"""
+    encoder_last_relu: bool = added_field(False, before=True)
+    """False: no activation after the VAE encoder's last hidden layer, as the code (True: a ReLU there too)"""
+
+
+class Encoder(nn.Module):
+    """The code's VAE encoder: Dense layers of ``hidden_sizes`` with ReLU after every one but the last (its
+    ``build_net(e_layers, nn.ReLU, nn.Identity)``), then a linear layer of ``output_size`` (mu and log-variance).
+    Same parameters, names and init as ``MLP(hidden_sizes, output_size)``, which ``last_relu`` gives exactly."""
+
+    hidden_sizes: tuple[int, ...]
+    output_size: int
+    last_relu: bool = False
+
+    @nn.compact
+    def __call__(self, x):
+        init = MLP.kernel_init  # MLP's init, so only the activation differs from it
+        for i, width in enumerate(self.hidden_sizes):
+            x = nn.Dense(width, kernel_init=init)(x)
+            if self.last_relu or i < len(self.hidden_sizes) - 1:  # the code's last hidden activation is Identity
+                x = nn.relu(x)
+        return nn.Dense(self.output_size, kernel_init=init)(x)
 
 
 class TransitionVAE(nn.Module):
@@ -86,9 +121,10 @@ class TransitionVAE(nn.Module):
     hidden_sizes: tuple[int, ...]
     obs_size: int
     latent_size: int
+    encoder_last_relu: bool = False
 
     def setup(self):
-        self.encoder = MLP(self.hidden_sizes, 2 * self.latent_size)
+        self.encoder = Encoder(self.hidden_sizes, 2 * self.latent_size, self.encoder_last_relu)
         self.decoder = MLP(self.hidden_sizes, self.obs_size)
 
     def __call__(self, obs, action, next_obs, key):
@@ -202,7 +238,7 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
     obs = select_part(zeros_obs(spec, (1,)), part)
     action = jnp.zeros((1, spec.action_size))
     value = ValueNetwork(cfg.hidden_sizes)
-    model = TransitionVAE(cfg.hidden_sizes, obs.shape[-1], cfg.latent_size)
+    model = TransitionVAE(cfg.hidden_sizes, obs.shape[-1], cfg.latent_size, cfg.encoder_last_relu)
     dual = DualNetwork(cfg.hidden_sizes)
     value_params = value.init(value_key, obs)
     model_params = model.init(model_key, obs, action, obs, jax.random.PRNGKey(0))
@@ -244,7 +280,9 @@ def robust_step(state: State, batch: Batch, key, cfg: Config):
 def update(state: State, batch: Batch, key, cfg: Config):
     robust_key, sac_key = jax.random.split(key)
     state, target, metrics = robust_step(state, batch, robust_key, cfg)
-    state, sac_metrics = sac.make_update(target_fn=lambda *_: target)(state, batch, sac_key, cfg)
+    alpha_loss_fn = sac.log_alpha_loss if cfg.log_alpha_loss else sac.alpha_loss
+    state, sac_metrics = sac.make_update(alpha_loss_fn=alpha_loss_fn, target_fn=lambda *_: target)(
+        state, batch, sac_key, cfg)
     state = state.replace(target_value_params=polyak_update(state.value_params, state.target_value_params, cfg.tau))
     return state, {**sac_metrics, **metrics}
 

@@ -21,6 +21,15 @@ The pieces, each a function below:
 * **Exploration and reward scale**: the first 10,240 env steps act with the initial actor and its noise (the loop's
   ``warmup="policy"``); at their end the engine's ``refresh`` hook (inside the program) fits r_n = mean |r| over
   what the buffer holds and notes how many rows exploration wrote.
+* **The fall** (``falling``, ``fall``): once training started (the code's ``Q_learning``, set with its buffer's
+  tile-fill; here: exploration ended), decisions 950 to 1000 of every training episode, counted from 1, act with
+  the noise alone, a = tanh(N): ``S3/train.py`` at c5eb0db, line 203, ``active = steps<(limit_step-50) if
+  Q_learning else True`` with ``limit_step = 1000`` (line 134), passed to ``actor(state, action, noise)``
+  (``S3/symphony.py`` line 186: ``tanh(float(action) * S * A + float(noise) * N)``), unconditionally: "we shut
+  down actions and leave noise to get Terminal Transition" (the robot falls before its time limit, so the buffer
+  holds terminations). Evaluation (its ``testing``) never falls. The per-env decision count is the acting carry
+  (``init_carry``), reset by the loop at each episode's start. ``fall=False`` acts with the policy throughout and
+  keeps no carry: runs saved before issue 47 (no fall) resume so.
 * **Fading replay** (``fading_sample``, through the engine's ``sample_with_state`` hook): an age drawn from the
   code's fixed weights over a full buffer of positions i (oldest 0 .. newest N - 1), tanh((pi i / N)^e), by inverse
   CDF, a new draw for each of the 3 updates per env step. The code fills its buffer after exploration by tiling the
@@ -34,8 +43,24 @@ What this file decides (deviations):
     which the engine's ring does not expose to an agent; sampling alone cannot reproduce it.
   * Ages are drawn per buffer row; with several envs a row holds one transition of each, drawn uniformly.
   * ``ema_epsilon`` (0: the code) guards |E| early in training when set (our reading: code and PDF differ).
-  * Actions are in [-1, 1] (the code's train.py sets a_max = 1 too). The episode-end "fall" trick is not ported
-    (the code's own default is off).
+  * Actions are in [-1, 1] (the code's train.py sets a_max = 1 too).
+  * The fall counts decisions from the code's ``limit_step`` (``fall_limit``, 1000: decisions 950 .. 1000, 51 of
+    them), not from the task's time limit: on a task of 1000 decisions (MuJoCo's, DMC's without action repeat)
+    these are its last 51, as in the code; on a shorter one it never falls, as the code would not (its episodes
+    end before step 950); on a longer one the code cuts the episode at 1000 and this engine does not, so decisions
+    after 1000 act with the policy again. Set ``fall_limit`` to the task's decisions per episode to fall in its
+    last 51 (e.g. 500 with action repeat 2), or ``fall`` False to act with the policy throughout.
+  * The replay's order: the code's ``ReplayBuffer.add`` (``S3/symphony.py`` lines 306-324), once its buffer is
+    full (always, after the tile-fill), writes the new transition at position N - 1 and then rolls the buffer by
+    -1, so at sampling time the newest transition sits at position N - 2, every transition one position below
+    where this file puts it, and position N - 1 holds the oldest one (rolled round from 0, overwritten by the next
+    ``add``). Here age 0 (the newest transition whose s' is written) gets position N - 1's weight, and the oldest
+    is dropped. The weights w_i = tanh((pi i / N)^e) rise with i, so the two distributions differ by exactly
+    w_(N-1) / sum_i w_i in total variation: the stale transition's probability in the code, moved onto the newer
+    ones. At the code's N = explore_time x times = 10,240 x 50 = 512,000 (``S3/train.py`` lines 131-132),
+    sum_i w_i = N x 0.74603 (the mean of tanh((pi x)^e) over [0, 1)) = 381,965 and w_(N-1) = 1.0 to 1e-9, so
+    1 / 381,965 = 2.6e-6 per draw (the ED variant's N = 7,680 x 50 = 384,000, ``ED/train.py`` line 92, gives 3.5e-6):
+    about one draw in 1,000 updates of 384 draws. Not ported, as negligible.
   * ``refresh`` fits r_n at ``exploration_steps`` env steps: keep it equal to ``--learning-starts`` (both default
     to the code's 10,240), or updates before it see unscaled rewards.
 """
@@ -53,7 +78,7 @@ import optax
 
 from jaxrl import ConfigError, checks
 from jaxrl import buffer as buffer_lib
-from jaxrl.agent import Agent
+from jaxrl.agent import Agent, added_field
 from jaxrl.losses import polyak_update, td_target
 from jaxrl.networks import reading
 from jaxrl.optim import gradient_step
@@ -108,6 +133,10 @@ class Config:
     """sample as from the code's buffer filled by tiling the exploration transitions"""
     normalize_rewards: bool = static(True)
     """divide rewards by r_n = mean |r| over the exploration transitions"""
+    fall: bool = added_field(True, before=False)
+    """the code's fall: after exploration, decisions fall_limit - 50 .. fall_limit of an episode act with noise only"""
+    fall_limit: int = added_field(1000)
+    """the code's limit_step: the fall covers an episode's decisions fall_limit - 50 .. fall_limit (from 1)"""
 
 
 def uniform_within(bound: float):
@@ -362,6 +391,10 @@ def check_config(cfg: Config) -> None:
     for name in ("beta1", "beta2", "baseline_rate", "gradient_dropout"):
         checks.require(cfg, name, lambda x: 0.0 <= x < 1.0, "a number in [0, 1)")
     checks.require(cfg, "scale_floor", lambda x: 0.0 < x < 0.5, "a number in (0, 0.5)")
+    checks.positive_ints(cfg, "fall_limit")
+    if cfg.fall_limit <= FALL_MARGIN + 1:  # the window fall_limit - 50 .. fall_limit would cover whole episodes
+        raise ConfigError(f"fall_limit={cfg.fall_limit} must be > {FALL_MARGIN + 1} (the fall is decisions "
+                          f"fall_limit - {FALL_MARGIN} .. fall_limit of an episode; --symphony.fall False: none)")
 
 
 def init(key, spec: EnvSpec, cfg: Config) -> State:
@@ -375,12 +408,36 @@ def init(key, spec: EnvSpec, cfg: Config) -> State:
                  exploration_rows=jnp.zeros((), jnp.int32), actor=actor, critic=critic)
 
 
+# The code's fall: ``active = steps<(limit_step-50)`` (S3/train.py line 203), steps counted from 1.
+FALL_MARGIN = 50
+
+
+def init_carry(num_envs: int, spec: EnvSpec, cfg: Config):
+    """The decisions each env has taken in its episode (0 at its start; the loop resets it there): the fall's
+    clock. Without the fall, none (the carry of runs saved before the fall existed, which resume with it off)."""
+    return jnp.zeros((num_envs,), jnp.int32) if cfg.fall else ()
+
+
+def falling(state: State, decisions, cfg: Config):
+    """Whether each env's next decision (number ``decisions`` + 1 of its episode) is the fall's: noise alone.
+    Only once training started (the code's Q_learning: here, exploration ended, ``exploration_rows`` > 0)."""
+    step = decisions + 1  # the code's ``steps``, counted from 1
+    window = (step >= cfg.fall_limit - FALL_MARGIN) & (step <= cfg.fall_limit)  # past its limit_step: see docstring
+    return cfg.fall & (state.exploration_rows > 0) & window
+
+
 def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=()):
-    """tanh(S A + N); evaluation drops N."""
+    """tanh(S A + N); in the fall tanh(N) (the code's ``float(action) * S * A`` with action False); evaluation drops
+    N and never falls. ``carry``: each env's decisions so far in its episode (``init_carry``); () acts without the
+    fall (no clock)."""
     mean, scale, _ = state.actor.apply(state.params["actor"], obs)
+    clock = not isinstance(carry, tuple)
+    next_carry = carry + 1 if clock else carry
     if deterministic:
-        return action_from(mean, scale, 0.0), carry
-    return action_from(mean, scale, bounded_noise(key, mean.shape, cfg)), carry
+        return action_from(mean, scale, 0.0), next_carry
+    if clock:
+        scale = jnp.where(falling(state, carry, cfg)[..., None], 0.0, scale)
+    return action_from(mean, scale, bounded_noise(key, mean.shape, cfg)), next_carry
 
 
 def make_update(loss_fn=symphony_loss):
@@ -398,6 +455,7 @@ def make_update(loss_fn=symphony_loss):
 update = make_update()
 
 AGENT = Agent(name="symphony", Config=Config, init=init, act=act, update=update, check_config=check_config,
+              init_carry=init_carry,
               loop_defaults={"learning_starts": 10_240, "warmup": "policy", "updates_per_step": 3.0,
                              "buffer_size": 512_000},
               refresh=end_of_exploration, refresh_interval=exploration_interval, sample_with_state=fading_sample)
