@@ -253,4 +253,18 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_TRAIN, _RUNS = "adityab/CrossQ a318a26 train.py (-algo crossq)", "slurm/submit_everything.sh (MuJoCo runs)"
+OFFICIAL = {
+    "adam_b1": (0.5, f"{_RUNS}: B1='0.5'"), "critic_hidden_sizes": ((2048, 2048), f"{_RUNS}: N_NEURONS=2048"),
+    "actor_hidden_sizes": ((256, 256), "sbx/sac/policies.py"), "batch_size": (256, _TRAIN),
+    "policy_delay": (3, f"{_RUNS}: PI_DELAY='3'"), "actor_batch_renorm": (True, f"{_RUNS}: BN_MODE='brn_actor'"),
+    "batch_renorm_momentum": (0.99, f"{_RUNS}: BN_MOM='0.99'"),
+    "batch_renorm_warmup": (100_000, "sbx/sac/policies.py BatchRenorm warmup_steps"),
+    "log_std_min": (-20.0, "sbx/sac/policies.py"), "log_std_max": (2.0, "sbx/sac/policies.py"),
+    "actor_lr": (1e-3, f"{_RUNS}: LR='0.001' (DMC: 8e-4)"), "critic_lr": (1e-3, f"{_RUNS}: LR='0.001' (DMC: 8e-4)"),
+    "alpha_lr": (1e-3, f"{_RUNS}: LR='0.001' (DMC: 8e-4)"), "gamma": (0.99, _TRAIN), "init_alpha": (1.0, _TRAIN),
+    "target_entropy": ("-|A|", _TRAIN),
+}
+
 AGENT = Agent(name="crossq", Config=Config, init=init, act=act, update=update, check_config=check_config)

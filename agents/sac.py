@@ -276,4 +276,14 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_PAPER, _CLEANRL = "arXiv 1812.05905 Table 1", "CleanRL sac_continuous_action.py"
+OFFICIAL = {
+    "hidden_sizes": ((256, 256), f"{_PAPER}: 2 layers of 256"), "batch_size": (256, _PAPER),
+    "actor_lr": (3e-4, _PAPER), "critic_lr": (3e-4, _PAPER), "alpha_lr": (3e-4, _PAPER), "gamma": (0.99, _PAPER),
+    "tau": (0.005, _PAPER), "target_update_period": (1, f"{_PAPER}: target update interval"),
+    "target_entropy": ("-|A|", f"{_PAPER}: -dim(A)"), "num_critics": (2, f"{_PAPER}: two Q-functions"),
+    "log_std_min": (-5.0, f"{_CLEANRL} LOG_STD_MIN, squashed by tanh"), "log_std_max": (2.0, _CLEANRL),
+}
+
 AGENT = Agent(name="sac", Config=Config, init=init, act=act, update=update, check_config=check_config)

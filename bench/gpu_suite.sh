@@ -15,6 +15,10 @@
 #      (bench/crossq_vs_sac.py): one training process per (agent, task), all at once, each stopped at the deadline
 #      with the evaluations it reached; their run directories' metrics are collected into the results file and
 #      copied (without checkpoints) to $OUT/runs/.
+#   4. (part "sac_dmc", not in the default PARTS) the runs of `jaxrl reproduce sac_dmc` (pytorch_sac's settings, TD-MPC2's
+#      batch 512) on $GPU_SUITE_SAC_DMC_TASKS (default dmc/FingerSpin dmc/WalkerWalk dmc/WalkerRun dmc/ReacherHard),
+#      100k env steps, 3 seeds, one process per task (bench/reproduce_runs.py); their run directories come back
+#      without checkpoints in $OUT/reproduce_sac_dmc/, for `jaxrl reproduce sac_dmc --report-only --out ...` here.
 #
 # Both run at once, in up to 1 + $GPU_SUITE_JOBS processes, so that their XLA compiles (most of the time) overlap;
 # everything that runs on the device holds one lock (bench/devtime.py), so timed runs never share the device (but
@@ -38,6 +42,7 @@
 #   GPU_SUITE_PARTS      "t1 throughput" (default) or either one
 #   GPU_SUITE_AGENTS, GPU_SUITE_NUM_ENVS, GPU_SUITE_ENV   the throughput grid (defaults above)
 #   GPU_SUITE_CROSSQ_TASKS, GPU_SUITE_CROSSQ_STEPS (default 100000), GPU_SUITE_CROSSQ_SEEDS (3)   part "crossq"
+#   GPU_SUITE_SAC_DMC_TASKS, GPU_SUITE_SAC_DMC_STEPS (default 100000), GPU_SUITE_SAC_DMC_SEEDS (3)   part "sac_dmc"
 #   GPU_SUITE_PYTHON     the interpreter (default python3); GPU_SUITE_SITE the install target (default /tmp/site)
 #   JAXRL_BENCH_SERIAL_COMPILE=1   one XLA compile at a time inside each process (default: a process compiles its
 #                        initial state and its timed programs in parallel threads)
@@ -62,6 +67,10 @@ if [ "$SMOKE" = 1 ]; then
   TP_ARGS=(--target-iters 2 --min-seconds 0 --max-repeats 1)
   CQ_TASKS=${GPU_SUITE_CROSSQ_TASKS:-dmc/FingerSpin}
   CQ_ARGS=(--steps "${GPU_SUITE_CROSSQ_STEPS:-6000}" --seeds "${GPU_SUITE_CROSSQ_SEEDS:-1}" --eval-every 3000)
+  SD_TASKS=${GPU_SUITE_SAC_DMC_TASKS:-dmc/FingerSpin}
+  SD_ARGS=(--steps "${GPU_SUITE_SAC_DMC_STEPS:-2000}" --seeds "${GPU_SUITE_SAC_DMC_SEEDS:-1}"
+           --override "agent_config.hidden_sizes=[32, 32]" --override agent_config.batch_size=64
+           --override loop.learning_starts=500 --override loop.eval_every=1000)
 else
   JOBS=${GPU_SUITE_JOBS:-8}
   NUM_ENVS=${GPU_SUITE_NUM_ENVS:-1024 128 1}
@@ -71,6 +80,8 @@ else
   TP_ARGS=(--min-seconds 1 --max-repeats 5)
   CQ_TASKS=${GPU_SUITE_CROSSQ_TASKS:-dmc/FingerSpin dmc/ReacherHard}
   CQ_ARGS=(--steps "${GPU_SUITE_CROSSQ_STEPS:-100000}" --seeds "${GPU_SUITE_CROSSQ_SEEDS:-3}" --eval-every 10000)
+  SD_TASKS=${GPU_SUITE_SAC_DMC_TASKS:-dmc/FingerSpin dmc/WalkerWalk dmc/WalkerRun dmc/ReacherHard}
+  SD_ARGS=(--steps "${GPU_SUITE_SAC_DMC_STEPS:-100000}" --seeds "${GPU_SUITE_SAC_DMC_SEEDS:-3}")
 fi
 
 work=$(mktemp -d /tmp/gpu_suite.XXXXXX)
@@ -164,8 +175,16 @@ if [[ " $PARTS " == *" throughput "* ]]; then
   done
 fi
 cq_dirs=()
+cq_left=$(( $(left) > 60 ? $(left) - 40 : 1 ))  # training parts: 40 s kept for collecting their run directories
+if [[ " $PARTS " == *" sac_dmc "* ]]; then
+  for task in $SD_TASKS; do
+    name=sac_dmc_${task//\//_}
+    timeout -k 15 "$cq_left" "$PY" bench/reproduce_runs.py sac_dmc --tasks "$task" "${SD_ARGS[@]}" \
+      --override run.checkpoint_minutes=0 --out "$work/reproduce_sac_dmc" > "$LOGS/$name.out" 2> "$LOGS/$name.err" &
+    procs[$!]=$name
+  done
+fi
 if [[ " $PARTS " == *" crossq "* ]]; then
-  cq_left=$(( $(left) > 60 ? $(left) - 40 : 1 ))  # 40 s kept for collecting the run directories
   for agent in crossq sac; do
     for task in $CQ_TASKS; do
       name=crossq_vs_sac_${agent}_${task//\//_}
@@ -186,6 +205,16 @@ for pid in "${!procs[@]}"; do
 done
 
 sleep 0.5  # the filters' last lines
+if [[ " $PARTS " == *" sac_dmc "* ]]; then  # the runs without their checkpoints: what --report-only reads
+  for dir in "$work"/reproduce_sac_dmc/runs/*/; do
+    [ -s "$dir/metrics.jsonl" ] || { echo "--- $(basename "$dir"): no evaluation reached"; continue; }
+    dest="$(dirname "$LOGS")/reproduce_sac_dmc/runs/$(basename "$dir")"
+    mkdir -p "$dest"
+    cp "$dir"/config.json "$dir"/metrics.jsonl "$dest/"
+    [ -f "$dir/summary.json" ] && cp "$dir/summary.json" "$dest/"
+    echo "sac_dmc $(basename "$dir"): $(tail -1 "$dir/metrics.jsonl" | cut -c1-200)"
+  done
+fi
 if [ ${#cq_dirs[@]} -gt 0 ]; then
   reached=()
   for dir in "${cq_dirs[@]}"; do

@@ -33,6 +33,29 @@ def test_the_site_builds_in_strict_mode_with_every_page_and_reference(tmp_path):
     api = (tmp_path / "site" / "api" / "agent" / "index.html").read_text()
     assert "check_config_type" in api  # the reference holds the module's functions, from their docstrings
     assert "Changelog" in (tmp_path / "site" / "changelog" / "index.html").read_text()
+    sac_page = (tmp_path / "site" / "agents" / "sac" / "index.html").read_text()
+    assert "target_update_period" in sac_page and "arXiv 1812.05905 Table 1" in sac_page  # generated from the code
+
+
+def test_the_defaults_table_is_the_configs_fields_with_their_docstrings_and_official_values(monkeypatch):
+    import dataclasses
+    import types
+
+    sys.path.insert(0, os.path.join(ROOT, "docs"))
+    import hooks
+
+    from agents import sac
+
+    table = hooks.config_table("agents.sac").splitlines()
+    assert len(table) == 2 + len(dataclasses.fields(sac.Config))
+    row = next(line for line in table if line.startswith("| `actor_lr` |"))
+    assert row == "| `actor_lr` | `0.0003` | Adam learning rate of the actor | `0.0003` (arXiv 1812.05905 Table 1) |"
+    assert "| `critic_dropout` | `0.0` | dropout rate after each hidden Dense" in "\n".join(table)
+    fake = types.ModuleType("fake_agent")
+    fake.Config, fake.OFFICIAL = sac.Config, {"no_such_field": (1, "nowhere")}
+    monkeypatch.setitem(sys.modules, "fake_agent", fake)
+    with pytest.raises(ValueError, match="fake_agent.OFFICIAL names fields its Config lacks: no_such_field"):
+        hooks.config_table("fake_agent")
 
 
 @pytest.mark.parametrize("breakage", ["link", "reference"])
