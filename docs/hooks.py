@@ -26,7 +26,7 @@ def field_docs(cls) -> dict[str, str]:
             body = ast.parse(textwrap.dedent(inspect.getsource(klass))).body[0].body
         except (OSError, TypeError):
             continue
-        for node, after in zip(body, body[1:]):
+        for node, after in zip(body, body[1:], strict=False):
             if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and isinstance(after, ast.Expr) \
                     and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
                 docs[node.target.id] = " ".join(after.value.value.split())
