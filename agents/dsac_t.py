@@ -401,6 +401,23 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_EXAMPLE, _ALG = "DSAC-v2 53447f4 dsacv2_mlp_mujoco_offserial.py", "DSAC-v2 53447f4 dsac_v2.py"
+OFFICIAL = {
+    "actor_hidden_sizes": ((256, 256, 256), f"{_EXAMPLE} --policy_hidden_sizes"),
+    "critic_hidden_sizes": ((256, 256, 256), f"{_EXAMPLE} --value_hidden_sizes"),
+    "activation": ("gelu", f"{_EXAMPLE} --value_hidden_activation, --policy_hidden_activation"),
+    "batch_size": (256, f"{_EXAMPLE} --replay_batch_size"), "policy_delay": (2, f"{_EXAMPLE} --delay_update"),
+    "critic_loss_form": ("huber", f"{_ALG}, since c5105eb (2025-07); before it: paper"),
+    "actor_lr": (1e-4, f"{_EXAMPLE} --policy_learning_rate"), "critic_lr": (1e-4, f"{_EXAMPLE} --value_learning_rate"),
+    "alpha_lr": (3e-4, f"{_EXAMPLE} --alpha_learning_rate"), "gamma": (0.99, f"{_EXAMPLE} --gamma"),
+    "tau": (0.005, f"{_EXAMPLE} --tau"), "tau_b": (0.005, f"{_ALG}: tau_b defaults to tau"),
+    "clip_boundary": (3.0, f"{_ALG}: td_bound = 3 * mean_std, z clamped to [-3, 3]"),
+    "epsilon_b": (0.1, f"{_ALG}: bias = 0.1"), "huber_delta": (50.0, f"{_ALG}: huber_loss(delta=50), since c5105eb"),
+    "td_bound": (10.0, "a DSAC-v1 setting: DSAC-v1 2020ee3 Main.py --TD_bound, DSAC-v2's dsacv1 example"),
+    "init_alpha": (math.e, f"{_ALG}: log_alpha = 1"), "target_entropy": ("-|A|", f"{_ALG}: -action_dim"),
+}
+
 AGENT = Agent(name="dsac_t", Config=Config, init=init, act=act, update=update, check_config=check_config,
               loop_defaults=MappingProxyType(dict(num_envs=20, updates_per_step=1 / 20, learning_starts=10_000,
                                                   warmup="policy", action_repeat=1)))

@@ -275,6 +275,25 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_ALGO, _AGENT, _NETS = "holosoma fc600e7 config_values/algo.py fast_sac", "fast_sac_agent.py", "fast_sac.py"
+OFFICIAL = {
+    "adam_b1": (0.9, f"{_AGENT}: AdamW betas=(0.9, 0.95)"), "adam_b2": (0.95, f"{_AGENT}: AdamW betas=(0.9, 0.95)"),
+    "weight_decay": (0.001, _ALGO),
+    "critic_hidden_sizes": ((768, 384, 192), f"{_ALGO}: critic_hidden_dim=768, halved per layer in {_NETS}"),
+    "actor_hidden_sizes": ((512, 256, 128), f"{_ALGO}: actor_hidden_dim=512, halved per layer in {_NETS}"),
+    "batch_size": (8192, _ALGO), "n_step": (1, f"{_ALGO}: num_steps"), "num_atoms": (101, _ALGO),
+    "num_critics": (2, f"{_ALGO}: num_q_networks"), "policy_delay": (4, f"{_ALGO}: policy_frequency"),
+    "log_std_min": (-5.0, _ALGO), "log_std_max": (0.0, _ALGO),
+    "log_prob_epsilon": (1e-6, f"{_NETS}: log(1 - tanh(u)^2 + 1e-6)"),
+    "layer_norm_epsilon": (1e-5, f"{_NETS}: nn.LayerNorm's default eps"),
+    "v_min": (-20.0, _ALGO), "v_max": (20.0, _ALGO), "actor_lr": (3e-4, f"{_ALGO}: actor_learning_rate"),
+    "critic_lr": (3e-4, f"{_ALGO}: critic_learning_rate"), "alpha_lr": (3e-4, f"{_ALGO}: alpha_learning_rate"),
+    "alpha_weight_decay": (0.01, f"{_AGENT}: none passed to alpha's AdamW, so PyTorch's default"),
+    "gamma": (0.97, _ALGO), "tau": (0.125, _ALGO), "init_alpha": (0.001, f"{_ALGO}: alpha_init"),
+    "target_entropy_ratio": (0.0, _ALGO), "target_networks": (True, f"{_AGENT}: qnet_target"),
+}
+
 # The official loop: 4096 envs, num_updates=8 per batched step, buffer_size=1024 per env, learning_starts=10 batched
 # steps, the policy acting from the start, obs_normalization=True.
 AGENT = Agent(name="fastsac", Config=Config, init=init, act=act, update=update, check_config=check_config,

@@ -275,6 +275,22 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, target_fn=
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_BASE, _NETS = "FastTD3 799624b hyperparams.py BaseArgs", "fast_td3.py halves hidden_dim per layer"
+OFFICIAL = {
+    "weight_decay": (0.1, f"{_BASE} (AdamW in train.py)"),
+    "critic_hidden_sizes": ((1024, 512, 256), f"{_BASE}: critic_hidden_dim=1024; {_NETS}"),
+    "actor_hidden_sizes": ((512, 256, 128), f"{_BASE}: actor_hidden_dim=512; {_NETS}"),
+    "batch_size": (32768, _BASE), "n_step": (1, f"{_BASE}: num_steps"), "num_atoms": (101, _BASE),
+    "use_cdq": (True, _BASE), "policy_delay": (2, f"{_BASE}: policy_frequency"),
+    "num_critics": (2, "fast_td3.py Critic: qnet1, qnet2"), "init_scale": (0.01, _BASE),
+    "v_min": (-250.0, f"{_BASE} (MuJoCoPlaygroundArgs: -10)"), "v_max": (250.0, f"{_BASE} (MuJoCoPlaygroundArgs: 10)"),
+    "actor_lr": (3e-4, f"{_BASE}: actor_learning_rate"), "critic_lr": (3e-4, f"{_BASE}: critic_learning_rate"),
+    "gamma": (0.99, f"{_BASE} (MuJoCoPlaygroundArgs: 0.97)"), "tau": (0.1, _BASE), "policy_noise": (0.001, _BASE),
+    "noise_clip": (0.5, _BASE), "std_min": (0.001, _BASE), "std_max": (0.4, _BASE),
+    "target_networks": (True, "train.py: qnet_target"),
+}
+
 # The official loop: 128 envs, num_updates=2 per batched step, learning_starts=10 batched steps, the policy (not
 # uniform noise) acting from the start, obs_normalization=True.
 AGENT = Agent(name="fasttd3", Config=Config, init=init, act=act, update=update, check_config=check_config,

@@ -251,5 +251,23 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_AGENT_YAML, _ONLINE = "dojeon-ai/SimbaV2 14fafb2 configs/agent/simbaV2.yaml", "configs/online_rl.yaml"
+OFFICIAL = {
+    "actor_hidden_dim": (128, _AGENT_YAML), "actor_num_blocks": (1, _AGENT_YAML),
+    "critic_hidden_dim": (512, _AGENT_YAML), "critic_num_blocks": (2, _AGENT_YAML),
+    "expansion": (4, "scale_rl/agents/simbaV2/simbaV2_layer.py HyperLERPBlock"),
+    "num_critics": (1, f"{_AGENT_YAML}: critic_use_cdq = env.episodic, false on DMC (MuJoCo: 2)"),
+    "num_bins": (101, f"{_AGENT_YAML}: critic_num_bins"),
+    "batch_size": (256, "configs/buffer/numpy_uniform.yaml: sample_batch_size"), "n_step": (1, _ONLINE),
+    "lr_decay_updates": (1_000_000, f"{_AGENT_YAML}: learning_rate_decay_step = all updates of the run (DMC: 1M)"),
+    "c_shift": (3.0, f"{_AGENT_YAML}: actor_c_shift, critic_c_shift"),
+    "max_return": (5.0, f"{_AGENT_YAML}: normalized_g_max"),
+    "lr_init": (1e-4, f"{_AGENT_YAML}: learning_rate_init"), "lr_final": (5e-5, f"{_AGENT_YAML}: learning_rate_end"),
+    "gamma": (0.99, f"{_ONLINE}: TD-MPC2's heuristic, 0.99 at DMC's 500 agent steps per episode"),
+    "tau": (0.005, f"{_AGENT_YAML}: target_tau"), "init_alpha": (0.01, f"{_AGENT_YAML}: temp_initial_value"),
+    "target_entropy": ("-0.5|A|", f"{_AGENT_YAML}: temp_target_entropy_coef"),
+}
+
 AGENT = Agent(name="simbav2", Config=Config, init=init, act=act, update=update, check_config=check_config,
               loop_defaults=MappingProxyType(dict(normalize_obs=True, scale_rewards=True)))

@@ -218,4 +218,16 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, target_fn=
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_MAIN, _TD3 = "sfujim/TD3 34770cc main.py", "sfujim/TD3 34770cc TD3.py"
+_HALF_RANGE = "times (max_action - min_action) / 2, which is 1 here"  # main.py scales every noise by it
+OFFICIAL = {
+    "hidden_sizes": ((256, 256), f"{_TD3}: Actor, Critic"), "batch_size": (256, f"{_MAIN} --batch_size"),
+    "policy_delay": (2, f"{_MAIN} --policy_freq"), "num_critics": (2, f"{_TD3}: Q1, Q2"),
+    "actor_lr": (3e-4, _TD3), "critic_lr": (3e-4, _TD3), "gamma": (0.99, f"{_MAIN} --discount"),
+    "tau": (0.005, f"{_MAIN} --tau"), "policy_noise": (0.2, f"{_MAIN} --policy_noise, {_HALF_RANGE}"),
+    "noise_clip": (0.5, f"{_MAIN} --noise_clip, {_HALF_RANGE}"),
+    "exploration_noise": (0.1, f"{_MAIN} --expl_noise, {_HALF_RANGE}"),
+}
+
 AGENT = Agent(name="td3", Config=Config, init=init, act=act, update=update, check_config=check_config)

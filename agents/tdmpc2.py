@@ -87,8 +87,11 @@ class Config(OptimizerConfig):  # Adam's betas, eps (the world model's), weight 
     """global gradient-norm clip of both optimizers (the official name; OptimizerConfig's max_grad_norm is refused
     here, so one setting clips)"""
     consistency_coef: float = 20.0
+    """weight of the latent consistency loss in the world-model loss"""
     reward_coef: float = 0.1
+    """weight of the reward cross-entropy in the world-model loss"""
     value_coef: float = 0.1
+    """weight of the Q-heads' cross-entropy in the world-model loss"""
     entropy_coef: float = 1e-4
     """beta of the policy prior's entropy bonus"""
     rho: float = 0.5
@@ -103,7 +106,9 @@ class Config(OptimizerConfig):  # Adam's betas, eps (the world model's), weight 
     temperature: float = 0.5
     """MPPI: weights exp(temperature (G - max G))"""
     min_std: float = 0.05
+    """MPPI: lower clip of the sampling std"""
     max_std: float = 2.0
+    """MPPI: the sampling std at the first iteration, and its upper clip"""
 
 
 # -------------------------------------------------------------------------------------------- networks
@@ -440,6 +445,20 @@ def make_update(world_model_loss_fn=world_model_loss, policy_loss_fn=policy_loss
 
 
 update = make_update()
+
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_CFG, _SIZE = "nicklashansen/tdmpc2 e9f5932 tdmpc2/config.yaml", "tdmpc2/common/__init__.py MODEL_SIZE[5]"
+OFFICIAL = {
+    "latent_dim": (512, _SIZE), "hidden_dim": (512, f"{_SIZE}: mlp_dim"), "encoder_dim": (256, f"{_SIZE}: enc_dim"),
+    "num_q": (5, _CFG), "simnorm_dim": (8, _CFG), "num_bins": (101, f"{_CFG}: on [vmin, vmax] = [-10, 10]"),
+    "horizon": (3, _CFG), "batch_size": (256, _CFG), "num_samples": (512, _CFG), "num_elites": (64, _CFG),
+    "num_pi_trajs": (24, _CFG), "iterations": (6, f"{_CFG}; tdmpc2/tdmpc2.py adds 2 for 20 or more action dims"),
+    "dropout": (0.01, _CFG), "lr": (3e-4, _CFG), "encoder_lr_scale": (0.3, f"{_CFG}: enc_lr_scale"),
+    "grad_clip_norm": (20.0, _CFG), "consistency_coef": (20.0, _CFG), "reward_coef": (0.1, _CFG),
+    "value_coef": (0.1, _CFG), "entropy_coef": (1e-4, _CFG), "rho": (0.5, _CFG),
+    "gamma": (0.99, "tdmpc2/tdmpc2.py _get_discount: (T/5 - 1)/(T/5) in [0.95, 0.995], 0.99 at DMC's T = 500"),
+    "tau": (0.01, _CFG), "temperature": (0.5, _CFG), "min_std": (0.05, _CFG), "max_std": (2.0, _CFG),
+}
 
 AGENT = Agent(name="tdmpc2", Config=Config, init=init, act=act, update=update, check_config=check_config,
               init_carry=init_carry, sample_batch=sample_batch, terminal_obs=True,

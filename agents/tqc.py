@@ -220,4 +220,16 @@ def make_update(critic_loss_fn=critic_loss, actor_loss_fn=actor_loss, alpha_loss
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_MAIN, _TRAINER, _NETS = ("tqc_pytorch 65114eb main.py", "tqc_pytorch 65114eb tqc/trainer.py",
+                          "tqc_pytorch 65114eb tqc/structures.py")
+OFFICIAL = {
+    "actor_hidden_sizes": ((256, 256), f"{_NETS}: Actor"), "critic_hidden_sizes": ((512, 512, 512), f"{_NETS}: Critic"),
+    "num_critics": (5, f"{_MAIN} --n_nets"), "num_quantiles": (25, f"{_MAIN} --n_quantiles"),
+    "drop_per_critic": (2, f"{_MAIN} --top_quantiles_to_drop_per_net; README: HalfCheetah 0, Hopper 5, others 2"),
+    "batch_size": (256, f"{_MAIN} --batch_size"), "actor_lr": (3e-4, _TRAINER), "critic_lr": (3e-4, _TRAINER),
+    "alpha_lr": (3e-4, _TRAINER), "gamma": (0.99, f"{_MAIN} --discount"), "tau": (0.005, f"{_MAIN} --tau"),
+    "init_alpha": (1.0, f"{_TRAINER}: log_alpha = 0"), "target_entropy": ("-|A|", f"{_MAIN}: -prod(action shape)"),
+}
+
 AGENT = Agent(name="tqc", Config=Config, init=init, act=act, update=update, check_config=check_config)

@@ -49,7 +49,7 @@ def config_table(module_name: str) -> str:
     for f in dataclasses.fields(cls):
         default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
         value, source = official.get(f.name, (None, None))
-        theirs = "" if source is None else f"{_cell(value)} ({source})"
+        theirs = "" if source is None else f"{_cell(value)} ({source.replace('|', '&#124;')})"
         meaning = docs.get(f.name, "").replace("|", "\\|")
         rows.append(f"| `{f.name}` | {_cell(default)} | {meaning} | {theirs} |")
     return "\n".join(rows)
