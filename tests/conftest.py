@@ -24,6 +24,21 @@ def pytest_addoption(parser):
                      help="also train the robots the default suite leaves out (G1: another humanoid like T1)")
 
 
+# The quick tier (`pytest -m quick -n 2`, a few minutes): the tests of these files that are not marked slow, one or
+# more per part of the engine: losses computed by hand (every agent), the replay buffer, networks, optimisers,
+# normalisation, n-step returns, the loop on toy envs, one-line errors of the command line and the configs,
+# checkpoints and run directories, provenance, plug-in hooks, the docs build and lint. The full suite stays the one
+# CI and the README's test command run.
+QUICK_FILES = {"test_sac_losses.py", "test_td3.py", "test_tqc.py", "test_dsac_t.py", "test_crossq.py",
+               "test_buffer.py", "test_networks.py", "test_optim.py", "test_normalization.py", "test_n_step.py",
+               "test_loop.py", "test_validation.py", "test_provenance.py", "test_example_loss.py", "test_docs.py",
+               "test_lint.py", "test_contract.py", "test_planning.py"}
+# Single tests of other files: checkpoints (a silent change of values is caught; SAC's whole state round-trips
+# bitwise in the harness, with its other checks).
+QUICK_TESTS = {"test_rundir.py::test_a_checkpoint_whose_values_changed_silently_is_damaged",
+               "test_harness.py::test_every_built_in_agent_passes_the_harness[sac]"}
+
+
 def pytest_collection_modifyitems(config, items):
     """Slow tests first, the learning runs (the longest, 1-5 min each) before the CLI subprocess runs:
     with two xdist workers the suite ends when its longest tests do, so they must not be the last ones handed
@@ -32,6 +47,10 @@ def pytest_collection_modifyitems(config, items):
     # with videos (four processes and a render).
     first = ("swings_up", "learns_to_balance", "balances_the", "a_robot_trains", "cli_contract", "records_videos")
     items.sort(key=lambda item: (item.get_closest_marker("slow") is None, not any(f in item.name for f in first)))
+    for item in items:
+        if (item.path.name in QUICK_FILES and item.get_closest_marker("slow") is None
+                or f"{item.path.name}::{item.name}" in QUICK_TESTS):
+            item.add_marker(pytest.mark.quick)
     if not config.getoption("--all-robots"):
         skip = pytest.mark.skip(reason="another humanoid like T1 (~2.5 min on 2 cores): pytest --all-robots trains it")
         for item in items:

@@ -12,6 +12,12 @@ import pytest
 from tests.helpers import TINY, assert_one_line_error, jaxrl, saved_state, tiny, wandb_offline_runs
 
 AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2", "fasttd3", "fastsac", "crossq"]
+# The subprocess runs (a NaN stop, a SIGKILL and resume) for one agent of each kind of training state: plain (SAC),
+# observation and return statistics with a decaying lr (SimbaV2), a planner's acting carry and pretraining updates
+# (TD-MPC2), C51 critics with n-step returns over many envs (FastSAC), batch statistics without targets (CrossQ).
+# TD3, TQC, DSAC-T and FastTD3 hold no other kind; every agent's state round-trips a checkpoint bitwise in process
+# (tests/test_harness.py, check_agent's "checkpoint"), and ran these two tests until 2026-12-05 (suite time, issue 49).
+CLI_AGENTS = ["sac", "simbav2", "tdmpc2", "fastsac", "crossq"]
 NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN test blows up (1e30: finite, so accepted)
 
 
@@ -95,7 +101,7 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("agent", CLI_AGENTS)
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
     run_dir = str(tmp_path / "nan")
     # --updates-per-step 1: several updates in the first learning block, so the NaN shows at env step 300.
@@ -113,7 +119,7 @@ KILL_RUN = {"tdmpc2": (800, 400)}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", AGENTS)
+@pytest.mark.parametrize("agent", CLI_AGENTS)
 def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
     steps, every = KILL_RUN.get(agent, (3000, 1000))
     args = [*tiny(agent), "--steps", str(steps), "--checkpoint-every", str(every), "--seeds", "2"]

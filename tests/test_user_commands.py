@@ -321,7 +321,7 @@ def test_a_reproduction_task_without_published_numbers_is_said_before_training(c
 
 def test_a_reproduction_whose_steps_end_before_learning_starts_is_refused_before_any_task_trains(tmp_path, cli):
     assert_one_line_error(cli("reproduce", "sac_dmc", "--tasks", "dmc/CartpoleSwingup", "--steps", "400", "--out",
-                              str(tmp_path / "r")), "learning_starts=10000", "steps=400")
+                              str(tmp_path / "r")), "learning_starts=5000", "steps=400")
     assert not os.path.exists(tmp_path / "r")
 
 
