@@ -528,3 +528,12 @@ def test_fasttd3_takes_the_projection_of_the_smallest_of_every_critic():
     target = np.asarray(fasttd3.target_distributions(state, batch, key, cfg))
     for j in range(3):
         np.testing.assert_allclose(target[j], projected[smallest, np.arange(64)], atol=1e-6)  # another program: ulps
+
+
+def test_redq_mbpo_as_typed_on_the_command_line_names_its_plugin_and_task_value(cli):
+    """`jaxrl train --config redq_mbpo --env brax/hopper --help`: the config's `module:ATTR` agent and its task table
+    reach the flags' defaults as a user sees them."""
+    result = cli("train", "--config", "redq_mbpo", "--env", "brax/hopper", "--help")
+    assert result.returncode == 0, result.stderr
+    flag = result.stdout.split("--redq.target-entropy", 1)[1].split("--redq.", 1)[0]
+    assert "(default: -1.0)" in " ".join(flag.replace("│", " ").split())
