@@ -19,7 +19,7 @@ clip to mu +- 3 b instead of DSAC-v1's fixed ``td_bound``) and ``grad_scale`` (t
 critic loss in the GOPS form (DSAC-v1 fa840a0 ``dsac_v1.py``: one value distribution with its target copy, the mean
 on the sampled target, the std on it clipped to mu +- td_bound, eps = 0.1 in the denominators) on this agent's
 network, target policy and delayed policy step; the 2021 code's other settings (tanh-squashed log sigma, xi clipped
-to +-2: ``--dsac-t.clip-boundary 2``, reward scale 0.2, cosine learning rates) are not part of the switches.
+to +-2: ``--dsac-t.xi-clip 2``, reward scale 0.2, cosine learning rates) are not part of the switches.
 
 Defaults follow the official code (`dsacv2_mlp_mujoco_offserial.py`): critics and policy [256, 256, 256] with
 torch.nn.GELU's exact (erf) GELU, policy log std clamped to [-20, 0.5], target networks for both critics *and* the

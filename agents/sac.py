@@ -10,7 +10,7 @@ Deviations, all deliberate:
   * weights use lecun_uniform with zero biases (Brax) rather than PyTorch's default init;
   * the critic loss is the sum over the twin critics of the mean squared TD error (CleanRL), i.e. twice the
     paper's 1/2-MSE per critic — Adam makes the scale irrelevant up to epsilon.
-To change a loss without editing this file: ``make_update(critic_loss_fn=my_loss)`` (see the README).
+To change a loss without editing this file: ``make_update(critic_loss_fn=my_loss)`` (docs/plugins/index.md).
 """
 from __future__ import annotations
 

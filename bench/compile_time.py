@@ -4,7 +4,7 @@
     python bench/compile_time.py --env dmc/CheetahRun
     python bench/compile_time.py --agent td3 --env brax/inverted_pendulum
     python bench/compile_time.py --agents sac td3 tqc --out bench/results/compile_time.jsonl  # lines + provenance
-    python bench/compile_time.py --table bench/results/compile_time.jsonl                 # the README's table
+    python bench/compile_time.py --table bench/results/compile_time.jsonl                 # the docs' table
 
 The default run's settings (the suite's loop defaults, the agent's config) as ``jaxrl train`` resolves them.
 Each phase is one of ``jaxrl.loop``'s functions, jitted on its own with one seed's arguments: ``collect`` (one
@@ -50,7 +50,7 @@ PHASES = ("collect", "learn", "evaluate_policy", "run_chunk")
 
 
 def table(path: str) -> str:
-    """The README's table of a results file: per (agent, env), each phase's trace / lower / XLA compile seconds."""
+    """The docs' table of a results file: per (agent, env), each phase's trace / lower / XLA compile seconds."""
     rows = [json.loads(line) for line in open(path)]
     runs = list(dict.fromkeys((r["agent"], r["env"]) for r in rows))
     lines = ["| agent | env | " + " | ".join(f"`{p}`" for p in PHASES) + " |", "|---|---|" + "---|" * len(PHASES)]
@@ -85,7 +85,7 @@ def main() -> None:
     parser.add_argument("--agents", "--agent", nargs="+", default=["sac"])
     parser.add_argument("--env", default="dmc/CartpoleSwingup")
     parser.add_argument("--out", default=None, help="also append the JSON lines (with provenance) to this file")
-    parser.add_argument("--table", default=None, metavar="JSONL", help="print the README's table of a results file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the docs' table of a results file")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))

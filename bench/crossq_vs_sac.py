@@ -35,24 +35,30 @@ CONFIG = "crossq_dmc"  # both agents' loop; CrossQ's agent settings
 SAC_LR = 8e-4  # submit_everything.sh, section 3: LR='0.0008' for the SAC baseline too
 
 
-def tables(agent_name: str, task: str, steps: int, seeds: int, eval_every: int) -> tuple[str | None, dict]:
-    """(named config, tables) for ``rundir.resolve``: CrossQ under its config, SAC under the config's loop."""
+def tables(agent_name: str, task: str, steps: int, seeds: int, eval_every: int,
+           critic_width: int | None = None) -> tuple[str | None, dict]:
+    """(named config, tables) for ``rundir.resolve``: CrossQ under its config, SAC under the config's loop.
+
+    ``critic_width`` narrows CrossQ's two critic layers (the CPU protocol: 2048-wide critics cost ~0.2 s an update
+    on two cores); SAC keeps its 2x256 either way."""
     from experiments import configs
 
     run = {"env": task, "seed": 0, "seeds": seeds, "checkpoint_minutes": 0.0}
     loop = {"steps": steps, "eval_every": eval_every, "num_eval_envs": 10}
     if agent_name == "crossq":
-        return CONFIG, {"run": run, "loop": loop, "agent_config": {}}
+        narrowed = {"critic_hidden_sizes": [critic_width, critic_width]} if critic_width else {}
+        return CONFIG, {"run": run, "loop": loop, "agent_config": narrowed}
     protocol = configs.for_task(configs.load(CONFIG), task)
     return None, {"run": run, "loop": {**protocol["loop"], **loop},
                   "agent_config": {"actor_lr": SAC_LR, "critic_lr": SAC_LR, "alpha_lr": SAC_LR}}
 
 
-def train_one(agent_name: str, task: str, steps: int, seeds: int, eval_every: int, run_dir: str) -> None:
+def train_one(agent_name: str, task: str, steps: int, seeds: int, eval_every: int, run_dir: str,
+              critic_width: int | None = None) -> None:
     from experiments import rundir
     from experiments.train import train
 
-    config, given = tables(agent_name, task, steps, seeds, eval_every)
+    config, given = tables(agent_name, task, steps, seeds, eval_every, critic_width)
     resolved = rundir.resolve(agent_name, config=config, tables=given, where="bench/crossq_vs_sac.py", env=task)
     run = dataclasses.replace(resolved.run, run_dir=run_dir, overwrite=True)
     train(resolved.agent, run, resolved.loop, resolved.agent_cfg, quiet=True)
@@ -73,6 +79,7 @@ def collect(run_dir: str, command: str, carried_git: dict | None = None) -> dict
     stamp = provenance.stamp(command)
     stamp["environment"], stamp["commit"] = environment, (environment.get("git") or {}).get("commit")
     return {"bench": "crossq_vs_sac", "agent": saved["agent"], "task": saved["run"]["env"], "seeds": seeds,
+            "critic_hidden_sizes": (saved.get("agent_config") or {}).get("critic_hidden_sizes"),
             "steps_asked": saved["loop"]["steps"], "eval_steps": [r["env_steps"] for r in rows], "returns": returns,
             "env_steps_per_s": rows[-1].get("env_steps_per_s") if rows else None,
             "device": (environment.get("devices") or {}), "provenance": stamp}
@@ -90,7 +97,7 @@ def table(paths: list[str]) -> str:
             row = json.loads(line)
             if row.get("bench") == "crossq_vs_sac":
                 lines[(row["task"], row["agent"])] = row  # a later line replaces an earlier one
-    out = ["| task | env steps | CrossQ | SAC | CrossQ env steps/s | SAC env steps/s | cost ratio |",
+    out = ["| task | env steps | CrossQ (critic widths) | SAC | CrossQ env steps/s | SAC env steps/s | cost ratio |",
            "|---|---|---|---|---|---|---|"]
     for task in sorted({t for t, _ in lines}):
         crossq, sac = lines.get((task, "crossq")), lines.get((task, "sac"))
@@ -106,7 +113,8 @@ def table(paths: list[str]) -> str:
             return [seed[i] for seed in row["returns"]]
 
         rate_q, rate_s = crossq["env_steps_per_s"], sac["env_steps_per_s"]
-        out.append(f"| {task} | {step:,} | {_mean_std(at(crossq))} | {_mean_std(at(sac))} | {rate_q:.0f} | "
+        widths = "x".join(str(w) for w in crossq.get("critic_hidden_sizes") or ()) or "?"
+        out.append(f"| {task} | {step:,} | {_mean_std(at(crossq))} ({widths}) | {_mean_std(at(sac))} | {rate_q:.0f} | "
                    f"{rate_s:.0f} | {rate_s / rate_q:.2f} |")
     return "\n".join(out)
 
@@ -119,6 +127,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--eval-every", type=int, default=10_000)
     parser.add_argument("--run-dir")
+    parser.add_argument("--critic-width", type=int, help="CrossQ's critic width (default: the official 2048)")
     parser.add_argument("--collect", nargs="+", metavar="RUN_DIR")
     parser.add_argument("--carried-git", help="checkout.json of bench/gpu_carry.sh (the device's tree has no .git)")
     parser.add_argument("--command", default="", help="the command that produced the run directories (recorded)")
@@ -139,7 +148,7 @@ def main() -> None:
         return
     if not (args.agent and args.run_dir):
         parser.error("training needs --agent and --run-dir (or use --collect / --table)")
-    train_one(args.agent, args.task, args.steps, args.seeds, args.eval_every, args.run_dir)
+    train_one(args.agent, args.task, args.steps, args.seeds, args.eval_every, args.run_dir, args.critic_width)
 
 
 if __name__ == "__main__":

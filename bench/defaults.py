@@ -6,7 +6,7 @@
     python bench/defaults.py --out bench/results/defaults.jsonl              # append the JSON lines there too
     python bench/defaults.py --label before --without-suite-defaults         # the loop before the suite defaults
     python bench/defaults.py --brax-sac --tasks brax/inverted_pendulum       # Brax's own SAC, same budget
-    python bench/defaults.py --table A.jsonl B.jsonl                         # the README's tables from results
+    python bench/defaults.py --table A.jsonl B.jsonl                         # the docs' tables from results
     python bench/defaults.py --means A.jsonl B.jsonl --agents sac td3 --tasks dmc/CartpoleBalance  # label means
 
 What a new user runs: ``jaxrl train --agent A --env E`` with nothing else but the budget (``--steps``,

@@ -22,8 +22,8 @@ randomisation); ``--num-envs`` defaults to the config's. The buffer stays small 
 two batches), as without ``--config``.
 
 ``python bench/massive.py --readme bench/results/massive_cpu.jsonl``
-prints the README's CPU figures from results files (a later file's row replaces an earlier one's setting) and runs
-nothing; ``tests/test_figures.py`` checks the README against it.
+prints the docs' CPU figures from results files (a later file's row replaces an earlier one's setting) and runs
+nothing; ``tests/test_figures.py`` checks the docs against it.
 
 Several processes may run at once (bench/gpu_suite.sh): everything that runs on the device is done while holding
 ``bench/devtime.py: device_lock`` (``$JAXRL_BENCH_LOCK``), the compiles are not.
@@ -198,7 +198,7 @@ def main() -> None:
     parser.add_argument("--config", default=None, help="a named config (or .toml path): its agent config, updates "
                         "per batched step, loop and env options for each env, [tasks] tables included")
     parser.add_argument("--out", default=None, help="also append the JSON lines to this file")
-    parser.add_argument("--readme", nargs="+", metavar="JSONL", help="print the README's figures from these files")
+    parser.add_argument("--readme", nargs="+", metavar="JSONL", help="print the docs' figures from these files")
     args = parser.parse_args()
     if args.readme:
         print(readme(args.readme))

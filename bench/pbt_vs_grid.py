@@ -2,7 +2,7 @@
 
     python bench/pbt_vs_grid.py --out /tmp/sweeps/issue35                  # 3 repeats (seeds 0, 1, 2) of each
     python bench/pbt_vs_grid.py --out /tmp/sweeps/issue35 --table-only     # the table from finished sweeps
-    python bench/pbt_vs_grid.py --markdown     # the README's table from the committed CSV alone
+    python bench/pbt_vs_grid.py --markdown     # the docs' table from the committed CSV alone
 
 The grid is ``bench/results/issue35_pendulum_grid.toml`` (8 SAC members on toy/Pendulum); PBT is the same file
 with a ``[pbt]`` table (``issue35_pendulum_pbt.toml``), so its initial population is the grid. One repeat of the
@@ -84,7 +84,7 @@ def row_for(method: str, seed: int, out: str) -> dict:
 
 
 def markdown(path: str = os.path.join(RESULTS, "issue35_pbt_vs_grid.csv")) -> str:
-    """The README's table of the committed CSV: per method, mean ± std over the repeats (and each repeat's value)."""
+    """The docs' table of the committed CSV: per method, mean ± std over the repeats (and each repeat's value)."""
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
 
@@ -109,7 +109,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=["grid", "pbt"])
     parser.add_argument("--table-only", action="store_true")
-    parser.add_argument("--markdown", action="store_true", help="print the README's table from the committed CSV")
+    parser.add_argument("--markdown", action="store_true", help="print the docs' table from the committed CSV")
     args = parser.parse_args()
     if args.markdown:
         print(markdown())

@@ -1,7 +1,7 @@
 """Issues 33 and 34's comparison table: each paper plug-in against its base agent, from the sweeps' results.csv files.
 
     python bench/plugin_table.py                 # the CSVs committed under bench/results/
-    python bench/plugin_table.py --markdown      # the same as a README table
+    python bench/plugin_table.py --markdown      # the same as the docs' table
 
 Each pair ran through ``jaxrl sweep`` with the same env, env-step budget, seeds and loop (the sweep files beside the
 CSVs: ``bench/results/issue33_*.toml``, ``issue34_*.toml``, ``aql_swingup_*.toml``). Columns: the final and the best

@@ -1,4 +1,4 @@
-"""The README's reproduction table, printed from ``jaxrl reproduce`` reports (their ``report.json``).
+"""The docs' reproduction table, printed from ``jaxrl reproduce`` reports (their ``report.json``).
 
     jaxrl reproduce sac_dmc --tasks dmc/BallInCup dmc/FingerSpin dmc/WalkerWalk --steps 100000 --seeds 3 \\
         --out reproduce/sac_dmc
@@ -7,7 +7,7 @@
 
 A report keeps each seed's return at every published evaluation point, the command that trains the same runs,
 the date it was written and each run's environment block (``jaxrl.provenance``): the table says which command
-and stack measured it, and ``tests/test_figures.py`` checks the README's copy against this script's output.
+and stack measured it, and ``tests/test_figures.py`` checks the docs' copy against this script's output.
 """
 from __future__ import annotations
 

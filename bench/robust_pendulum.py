@@ -7,7 +7,7 @@ Each member's final deterministic policy (``experiments.export.load_policy``: as
 ``--episodes`` episodes from the same initial states on the nominal pendulum and on pendulums whose mass, length or
 gravity is scaled (training never saw them). Prints, per directory and shift, the mean return over members, their
 spread (std over members) and each member's mean, members of a swept
-value apart; ``--csv`` writes one row per (directory, member, shift). ``--table CSV`` prints the README's table
+value apart; ``--csv`` writes one row per (directory, member, shift). ``--table CSV`` prints the docs' table
 from such a file (mean +- std over members per shift and column) and runs nothing.
 """
 from __future__ import annotations

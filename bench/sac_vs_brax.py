@@ -5,7 +5,7 @@
     python bench/sac_vs_brax.py --time-to-score 800              # wall time to an eval return, compile included
     python bench/sac_vs_brax.py --skip-brax --agents sac td3 ...  # our agents alone at SAC's settings
     python bench/sac_vs_brax.py --out bench/results/sac_vs_brax.jsonl   # also append the lines (with provenance)
-    python bench/sac_vs_brax.py --table bench/results/sac_vs_brax.jsonl # the README's table from such a file
+    python bench/sac_vs_brax.py --table bench/results/sac_vs_brax.jsonl # the docs' table from such a file
 
 Prints one JSON line per (env, num_envs): steady-state training env steps/s of each (compile and
 evaluation excluded, as Brax's training/sps), compile seconds, the ratio; for ours also the loop overhead (a
@@ -267,7 +267,7 @@ def score_table(rows: list[dict]) -> list[str]:
 
 
 def table(path: str) -> str:
-    """The README's tables of a results file, by the kind of lines it holds: SAC against Brax (lines with a
+    """The docs' tables of a results file, by the kind of lines it holds: SAC against Brax (lines with a
     ratio), our agents alone (``--skip-brax``), and time to a score (``--time-to-score``)."""
     rows = [json.loads(line) for line in open(path)]
     kinds = [(brax_table, [r for r in rows if "ratio" in r]),
@@ -287,7 +287,7 @@ def main():
     parser.add_argument("--time-to-score", type=float, default=None)
     parser.add_argument("--max-steps", type=int, default=150_000)
     parser.add_argument("--out", default=None, help="also append the JSON lines (with provenance) to this file")
-    parser.add_argument("--table", default=None, metavar="JSONL", help="print the README's table of a results file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the docs' table of a results file")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags for jaxrl train (time-to-score)")
     args = parser.parse_args()
     if args.table:

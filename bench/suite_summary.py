@@ -7,8 +7,8 @@ A setting of the throughput queue (or the FastTD3 T1 figure, with ``--t1``) with
 off by the suite's deadline or its process died: it gets a ``"skipped"`` row, appended to the file and printed.
 Then one short line per row (the device tool returns only the last lines of a command's output).
 
-``--readme`` prints the README's GPU throughput table from committed suite files instead (a measured row of a later
-file fills a setting an earlier file skipped); ``tests/test_figures.py`` checks the README's copy against it.
+``--readme`` prints the docs' GPU throughput table from committed suite files instead (a measured row of a later
+file fills a setting an earlier file skipped); ``tests/test_figures.py`` checks the docs' copy against it.
 """
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ def readme_table(paths: list[str]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path", nargs="+", help="the suite's JSON lines (several only with --readme)")
-    parser.add_argument("--readme", action="store_true", help="print the README's throughput table and write nothing")
+    parser.add_argument("--readme", action="store_true", help="print the docs' throughput table and write nothing")
     parser.add_argument("--agents", nargs="*", default=[])
     parser.add_argument("--num-envs", nargs="*", type=int, default=[])
     parser.add_argument("--env", default="dmc/CheetahRun")

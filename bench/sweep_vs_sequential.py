@@ -4,7 +4,7 @@
     python bench/sweep_vs_sequential.py --env toy/Pendulum --hidden 64 --steps 20000
     python bench/sweep_vs_sequential.py --cpu-devices 2     # the K seeds sharded over 2 host devices (one per core)
     python bench/sweep_vs_sequential.py --out bench/results/sweep_vs_sequential.jsonl   # + provenance, appended
-    python bench/sweep_vs_sequential.py --table bench/results/sweep_vs_sequential.jsonl # the README's table
+    python bench/sweep_vs_sequential.py --table bench/results/sweep_vs_sequential.jsonl # the docs' table
 
 Both sides use the same compiled-program builder; the sequential side compiles its program once and reuses it
 for every seed (the most favourable case for it: separate `jaxrl train` processes would also pay start-up and a
@@ -59,7 +59,7 @@ def train(trainer, run_chunk, cfg, seeds, chunks, mesh=None):
 
 
 def table(path: str) -> str:
-    """The README's table of a results file: one row per measured setting."""
+    """The docs' table of a results file: one row per measured setting."""
     lines = ["| setting | vmapped run | sequential run | ratio (run only) | ratio counting one compile per sequential "
              "run | largest final-return difference (returns) |", "|---|---|---|---|---|---|"]
     for line in open(path):
@@ -88,7 +88,7 @@ def main():
     parser.add_argument("--cpu-devices", type=int, default=1, help="host devices to shard the members over")
     parser.add_argument("--eval-every", type=int, default=10_000)
     parser.add_argument("--out", default=None, help="also append the JSON line (with provenance) to this file")
-    parser.add_argument("--table", default=None, metavar="JSONL", help="print the README's table of a results file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the docs' table of a results file")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))

@@ -1,4 +1,4 @@
-"""Why TD3's evaluation return on inverted pendulum jumps between 1000 and ~50: the measurements behind the README.
+"""Why TD3's evaluation return on inverted pendulum jumps between 1000 and ~50: the measurements on docs/agents/td3.md.
 
     python bench/td3_stability.py                      # ours: brax/inverted_pendulum, 3 vmapped seeds, 30k env steps
     python bench/td3_stability.py --normalize-obs      # the same with observation normalisation

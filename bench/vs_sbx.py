@@ -5,7 +5,7 @@ per env step, SBX's Python training loop around its jitted updates.
     python bench/vs_sbx.py                               # td3 and tqc on Pendulum and HalfCheetah
     python bench/vs_sbx.py --agents tqc --envs pendulum --steps 3000
     python bench/vs_sbx.py --out bench/results/vs_sbx.jsonl     # also append the lines (with provenance)
-    python bench/vs_sbx.py --table bench/results/vs_sbx.jsonl   # the README's table from such a file
+    python bench/vs_sbx.py --table bench/results/vs_sbx.jsonl   # the docs' table from such a file
 
 Pairs (same dynamics where possible): ``toy/Pendulum`` vs Gymnasium ``Pendulum-v1`` (identical equations);
 ``brax/halfcheetah`` vs Gymnasium ``HalfCheetah-v5`` (MuJoCo C): the simulators differ there, the tasks match.
@@ -62,7 +62,7 @@ def sbx_steps_per_s(algo: str, env_id: str, policy_kwargs: dict, steps: int, war
 
 
 def table(path: str) -> str:
-    """The README's table of a results file: one row per (setting, env pair)."""
+    """The docs' table of a results file: one row per (setting, env pair)."""
     lines = ["| agent | ours (env) | SBX (env) | ours env steps/s | SBX env steps/s | ours / SBX |",
              "|---|---|---|---|---|---|"]
     for line in open(path):
@@ -78,7 +78,7 @@ def main():
     parser.add_argument("--envs", nargs="+", default=["pendulum", "halfcheetah"], choices=sorted(ENVS))
     parser.add_argument("--steps", type=int, default=2000, help="timed env steps (= gradient updates) per side")
     parser.add_argument("--out", default=None, help="also append the JSON lines (with provenance) to this file")
-    parser.add_argument("--table", default=None, metavar="JSONL", help="print the README's table of a results file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the docs' table of a results file")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))

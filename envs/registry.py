@@ -35,7 +35,7 @@ BRAX_NON_TERMINATING = {"halfcheetah", "reacher", "pusher", "swimmer", "fast"}
 
 # Loop settings (``jaxrl.loop.LoopConfig`` fields) a run on each suite starts from when no named config is given:
 # LoopConfig < these < the agent's ``loop_defaults`` < named config < sweep tables < flags. Chosen by measurement
-# with bench/defaults.py (3 seeds per agent and task; README, "Learning quality of the defaults"), not copied:
+# with bench/defaults.py (3 seeds per agent and task; docs/benchmarks/defaults.md), not copied:
 #   dmc:  action repeat 2 with 2 updates per agent decision (1 per simulator step, as before): SimbaV2's DMC
 #         protocol; the SAC and TD-MPC2 papers' DMC baselines also repeat actions twice. At 20k env steps it lifted
 #         SAC and TD3 on all three DMC tasks of the table (CartpoleBalance 710 -> 997 for SAC) at the same cost;

@@ -10,7 +10,7 @@ runs, readable without running anything:
   bootstrap 95 % confidence intervals (``rliable``), at the last env step every task has;
 * learning curves (every seed, the mean) with the published points overlaid, one PNG per task;
 * ``report.json``: the same rows (each seed's return too), the command and date, and each run's environment block:
-  the results file a figure cites (``python bench/reproduce_table.py report.json`` prints the README's table).
+  the results file a figure cites (``python bench/reproduce_table.py report.json`` prints the docs' table).
 
 A report states only what ran: it covers every run under ``OUT/runs`` that has evaluated (whichever ``--tasks``
 trained it, and says which tasks it covers), and its command (one per set of settings), the settings that differ

@@ -20,7 +20,7 @@ A sweep file is TOML (like the named configs in ``experiments/configs/``)::
     samples = 4
     tau = {log_uniform = [0.001, 0.05]}     # also {uniform = [a, b]}, {choice = [...]}
 
-    [pbt]            # optional: each program's members form one population (jaxrl/pbt.py, the README)
+    [pbt]            # optional: each program's members form one population (jaxrl/pbt.py; the docs: guide/sweeps.md)
     interval = 2000
     [pbt.explore]
     actor_lr = {perturb = [0.8, 1.25], bounds = [1e-5, 1e-2]}

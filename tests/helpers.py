@@ -252,15 +252,16 @@ def tensorboard_events(run_dir):
     return events
 
 
-def readme_python_block(marker, language="python"):
-    """The README's first fenced ``language`` block after the line holding ``marker``."""
-    text = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")).read()
+def doc_python_block(page, marker, language="python"):
+    """The first fenced ``language`` block after the line holding ``marker`` on ``page`` (``README.md`` or a path
+    under ``docs/``)."""
+    text = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), page)).read()
     return re.search(rf"```{language}\n(.*?)```", text[text.index(marker):], re.S).group(1)
 
 
-def readme_block(marker):
-    """The command lines (comments dropped) of the README's first bash block after the line holding ``marker``."""
-    lines = (line.split("#")[0].strip() for line in readme_python_block(marker, "bash").splitlines())
+def doc_block(page, marker):
+    """The command lines (comments dropped) of the first bash block after the line holding ``marker`` on ``page``."""
+    lines = (line.split("#")[0].strip() for line in doc_python_block(page, marker, "bash").splitlines())
     return [line for line in lines if line]
 
 

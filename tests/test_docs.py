@@ -1,5 +1,10 @@
-"""The documentation site builds in strict mode: a broken link or a missing API reference fails the build."""
+"""The documentation site builds in strict mode: a broken link or a missing API reference fails the build; the
+code blocks of the README and the docs are valid Python and jaxrl commands that parse."""
+import ast
+import glob
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -67,3 +72,80 @@ def test_a_broken_link_or_reference_fails_the_build(tmp_path, breakage):
     result = mkdocs_build(tmp_path, tmp_path / "site")
     assert result.returncode != 0
     assert ("no-such-page.md" if breakage == "link" else "no_such_module") in result.stderr
+
+
+# ---------------------------------------------------------------------------------------- the pages' code blocks
+FENCE = re.compile(r"```(\w*)\n(.*?)```", re.S)
+PAGES = ["README.md"] + sorted(glob.glob("docs/**/*.md", root_dir=ROOT, recursive=True))
+
+
+def blocks(language):
+    """(page, block) for every fenced block of ``language`` in the README and the docs."""
+    return [(page, body) for page in PAGES for lang, body in FENCE.findall(open(os.path.join(ROOT, page)).read())
+            if lang == language]
+
+
+def jaxrl_lines():
+    """(page, argv after ``jaxrl``) of every jaxrl command in a bash block: continuations joined, comments and the
+    other commands of a ``;`` list dropped."""
+    found = []
+    for page, body in blocks("bash"):
+        for line in body.replace("\\\n", " ").splitlines():
+            for command in line.split(" #")[0].split(";"):
+                words = shlex.split(command.strip().removeprefix(".venv/bin/"))
+                while words and "=" in words[0]:  # an environment assignment before the command
+                    words = words[1:]
+                if words[:1] == ["jaxrl"]:
+                    found.append((page, words[1:]))
+    return found
+
+
+def test_every_python_block_of_the_docs_is_valid_python():
+    found = blocks("python")
+    assert len(found) >= 4
+    for page, body in found:
+        try:
+            ast.parse(body)
+        except SyntaxError as e:
+            pytest.fail(f"{page}: a python block does not parse: {e}\n{body}")
+
+
+def test_every_jaxrl_train_line_of_the_docs_parses_into_configs():
+    """The flags, agents, configs and envs of each ``jaxrl train`` line resolve as the CLI resolves them (nothing
+    trains). Lines with a placeholder (``<dir>``, ``...``) or ``--resume`` of a run the docs do not make are
+    skipped; there must be real ones."""
+    from experiments import cli
+
+    checked = 0
+    for page, argv in jaxrl_lines():
+        if argv[:1] != ["train"] or "--resume" in argv or "--help" in argv or any(
+                "<" in word or "..." in word for word in argv):
+            continue
+        try:
+            known, rest, base = cli._resolve_train(argv[1:])
+            cli._train_flags(base, rest)
+        except Exception as e:  # noqa: BLE001 - the page and the line make the report
+            pytest.fail(f"{page}: jaxrl {' '.join(argv)}: {e}")
+        checked += 1
+    assert checked >= 10
+
+
+def test_every_other_jaxrl_line_of_the_docs_names_a_command_and_flags_it_has(capsys):
+    from experiments import cli
+
+    helps, checked = {}, 0
+    for page, argv in jaxrl_lines():
+        if argv[:1] == ["train"] or not argv:
+            continue
+        command = argv[0]
+        if command not in helps:
+            try:
+                code = cli.main([command, "--help"])
+            except SystemExit as stop:  # argparse's --help
+                code = stop.code
+            assert code == 0, f"{page}: jaxrl {command} is not a command"
+            helps[command] = capsys.readouterr().out
+        unknown = [word for word in argv if word.startswith("--") and word.split("=")[0] not in helps[command]]
+        assert not unknown, f"{page}: jaxrl {' '.join(argv)}: {unknown} not in jaxrl {command} --help"
+        checked += 1
+    assert checked >= 10

@@ -1,6 +1,7 @@
-"""The README's figures are what their generators print from the committed results files, typed as the README
-says: a re-measured file or an edited figure cannot drift apart from the other (bench/plugin_table.py's table is
-checked in tests/test_paper_plugins.py, the fingerprints in tests/test_fingerprints.py)."""
+"""The figures of the README and the docs are what their generators print from the committed results files, typed
+as the page says: a re-measured file or an edited figure cannot drift apart from the other (bench/plugin_table.py's
+table is checked in tests/test_paper_plugins.py, the fingerprints in tests/test_fingerprints.py)."""
+import glob
 import json
 import os
 import subprocess
@@ -30,14 +31,21 @@ GENERATORS = [
 ]
 
 
+def pages(repo_root) -> dict[str, str]:
+    """{path: text with its whitespace runs made single spaces} of the README and every docs page (prose may wrap
+    anywhere; a table's lines stay in order)."""
+    paths = ["README.md"] + sorted(glob.glob("docs/**/*.md", root_dir=repo_root, recursive=True))
+    return {path: " ".join(open(os.path.join(repo_root, path)).read().split()) for path in paths}
+
+
 @pytest.mark.parametrize("args", GENERATORS, ids=lambda args: " ".join(args[:3]))
-def test_each_readme_figure_is_what_its_generator_prints_and_the_readme_names_the_command(args, repo_root):
+def test_each_figure_is_what_its_generator_prints_on_a_page_that_names_the_command(args, repo_root):
     printed = subprocess.run([sys.executable, *args], cwd=repo_root, capture_output=True, text=True,
                              check=True).stdout.strip()
-    with open(os.path.join(repo_root, "README.md")) as f:
-        readme = " ".join(f.read().split())  # prose may wrap anywhere; a table's lines stay in order
-    assert printed and " ".join(printed.split()) in readme, printed
-    assert f"python {' '.join(args)}" in readme
+    assert printed
+    holding = [path for path, text in pages(repo_root).items() if " ".join(printed.split()) in text]
+    assert holding, f"no page holds what {' '.join(args)} prints:\n{printed}"
+    assert all(f"python {' '.join(args)}" in pages(repo_root)[path] for path in holding), holding
 
 
 def test_the_default_runs_results_say_what_measured_them(repo_root):

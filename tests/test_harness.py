@@ -6,7 +6,7 @@ import pytest
 
 from agents import sac
 from jaxrl.testing import AgentCheckError, check_agent
-from tests.helpers import readme_python_block
+from tests.helpers import doc_python_block
 from tests.test_probes import PROBES
 
 SMALL_SAC = sac.Config(hidden_sizes=(16, 16), batch_size=32)
@@ -26,7 +26,8 @@ def test_the_examples_pass_the_harness_and_redq_its_probes():
     from experiments.examples import redq
     from tests.test_probes import NO_TEMPERATURE, critic_means
 
-    exec(readme_python_block("### Checking a new agent before it costs GPU hours"), {})  # sac_huber, eager call
+    guide = "docs/plugins/index.md"
+    exec(doc_python_block(guide, "## Checking a new agent before it costs GPU hours"), {})  # sac_huber, eager call
     small = dict(hidden_sizes=(32, 32), batch_size=64, num_critics=4, policy_delay=2)
     seconds = check_agent(redq.AGENT, redq.Config(**small, init_alpha=0.01), probes=True, q_fn=critic_means,
                           truncated_cfg=redq.Config(**small, gamma=0.9, tau=0.05, critic_lr=1e-3, **NO_TEMPERATURE),

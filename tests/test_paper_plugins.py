@@ -366,9 +366,9 @@ def test_bl_sacs_inferred_fields_say_so_in_help(cli, monkeypatch):
 
 
 def test_the_comparison_sweep_files_plan_as_committed(cli, tmp_path, monkeypatch):
-    """Every sweep file behind the README's comparison table, as a user types it from the repository root
-    (relative path, ``module:ATTR`` agents, DSAC-v1's switches in [agent_config], DR-SAC's [grid] over delta), plans
-    its programs without an error: 3 members each, 6 for DR-SAC's two radii."""
+    """Every sweep file behind the comparison table (docs/plugins/papers.md), as a user types it from the repository
+    root (relative path, ``module:ATTR`` agents, DSAC-v1's switches in [agent_config], DR-SAC's [grid] over delta),
+    plans its programs without an error: 3 members each, 6 for DR-SAC's two radii."""
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     monkeypatch.chdir(repo)
     names = sorted(n for n in os.listdir("bench/results") if n.endswith(".toml")
@@ -382,14 +382,14 @@ def test_the_comparison_sweep_files_plan_as_committed(cli, tmp_path, monkeypatch
     assert all(n == 3 for name, n in planned.items() if name != "issue33_pendulum_dr_sac.toml")
 
 
-def test_the_readmes_comparison_table_is_what_the_committed_csvs_print(repo_root):
-    """``python bench/plugin_table.py --markdown``, as the README says to type it, prints the README's table from the
-    committed results.csv files: a re-measured CSV or an edited row cannot drift apart from the other."""
+def test_the_docs_comparison_table_is_what_the_committed_csvs_print(repo_root):
+    """``python bench/plugin_table.py --markdown``, as docs/plugins/papers.md says to type it, prints that page's
+    table from the committed results.csv files: a re-measured CSV or an edited row cannot drift apart from the other."""
     import subprocess
     import sys
 
     printed = subprocess.run([sys.executable, "bench/plugin_table.py", "--markdown"], cwd=repo_root,
                              capture_output=True, text=True, check=True).stdout
     assert "not measured" not in printed and printed.count("\n") == 20, printed
-    with open(os.path.join(repo_root, "README.md")) as f:
+    with open(os.path.join(repo_root, "docs", "plugins", "papers.md")) as f:
         assert printed in f.read()

@@ -23,8 +23,8 @@ from tests.helpers import (
     TINY_TABLES,
     FixedActor,
     assert_one_line_error,
-    readme_block,
-    readme_python_block,
+    doc_block,
+    doc_python_block,
     sampled,
     saved_state,
     train,
@@ -221,7 +221,7 @@ def test_a_plugin_sweep_killed_and_continued_ends_bitwise_equal_to_an_uninterrup
 
 @pytest.mark.slow
 def test_the_readmes_plugin_run_lines_run_verbatim_from_a_working_directory(tmp_path):
-    lines = readme_block("A plug-in run is a run: `tests/test_plugins.py` runs these lines verbatim")
+    lines = doc_block("docs/plugins/index.md", "A plug-in run is a run: `tests/test_plugins.py` runs these lines")
     assert [line.split()[1] for line in lines] == ["train", "train", "export"]
     for line in lines:
         result = jaxrl_in(tmp_path, *line.split()[1:])
@@ -367,18 +367,18 @@ def test_redq_mbpo_config_sets_the_official_per_task_target_entropy():
         assert resolved.loop.updates_per_step == 20 and resolved.loop.num_envs == 1
 
 
-# -------------------------------------------------------------------------------------- the README's examples
+# ------------------------------------------------------------------------- the plug-in guide's examples (docs)
 
 
 def test_the_readmes_hook_table_builds_agents_that_update():
-    """Every plug-in of the README's hook table: one jitted update with progress set (in the middle of a run),
-    an exploring action, and the replay sampling hook on a filled buffer."""
+    """Every plug-in of the hook table (docs/plugins/index.md): one jitted update with progress set (in the middle of
+    a run), an exploring action, and the replay sampling hook on a filled buffer."""
     from agents import Agent
     from jaxrl.types import Batch, EnvSpec
     from tests.helpers import fill
 
     namespace = {}
-    exec(readme_python_block("runs this block and one update of each agent"), namespace)
+    exec(doc_python_block("docs/plugins/index.md", "runs this block and one update of each agent"), namespace)
     agents = {name: value for name, value in namespace.items() if isinstance(value, Agent)}
     assert set(agents) == {"MEAN_TARGET", "ANNEALED_HUBER", "DECAYING_NOISE", "REWARD_MEAN", "THREE_STEP",
                            "SHRINKING", "RECENT_REWARD", "NARROWING"}
@@ -426,7 +426,7 @@ def test_from_python_runs_as_the_readme_says(capsys):
     result = from_python.main(steps=1000, seeds=2, check=False)  # the harness on SAC runs in test_harness.py
     assert result["final_eval"].shape == (2,) and "restored state continues bitwise" in capsys.readouterr().out
     namespace = {}
-    exec(readme_python_block("core of it:"), namespace)
+    exec(doc_python_block("docs/plugins/index.md", "core of it:"), namespace)
     assert namespace["metrics"]["eval/return"].shape == (2,) and int(namespace["metrics"]["env_steps"]) == 2000
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from experiments import rundir
 from jaxrl import ConfigError, checkpoint
-from tests.helpers import TINY, assert_one_line_error, readme_block, tmpfs
+from tests.helpers import TINY, assert_one_line_error, doc_block, tmpfs
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN = [*TINY, "--learning-starts", "100"]
@@ -52,7 +52,7 @@ def copy_run(two_seeds, where):
 
 @pytest.mark.slow
 def test_the_readmes_commands_run_verbatim_from_a_working_directory(tmp_path):
-    lines = readme_block("these lines verbatim in a fresh working directory")
+    lines = doc_block("docs/guide/run-directories.md", "these lines verbatim in a fresh working directory")
     assert [line.split()[1] for line in lines] == ["train", "train", "export", "plot"]
     for line in lines:
         result = jaxrl_in(tmp_path, *line.split()[1:])

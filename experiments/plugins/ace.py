@@ -29,7 +29,7 @@ What this file decides:
     r on [s, a] over the window (centred, raw units as the code feeds DirectLiNGAM; ``causal_ridge`` x I added to
     the covariance), its action block beta, w = |A| softmax(beta) (signed, as the code; ``causal_abs`` takes |beta|).
     It equals DirectLiNGAM's reward row where DirectLiNGAM orders the reward last and its adaptive lasso keeps every
-    action; ``python bench/ace_causal_weights.py`` compares the two on recorded replay samples (README).
+    action; ``python bench/ace_causal_weights.py`` compares the two on recorded replay samples (docs/plugins/ace.md).
   * The dormancy counts the actor's output layer (mean and log std, one Dense of 2|A| units here) as one layer; the
     code has two heads, each with its own mean.
   * A reset is checked on the index of the current update, counted from 0, as the code's ``update_parameters``
@@ -335,6 +335,22 @@ def make_update(critic_loss_fn=sac.critic_loss, actor_loss_fn=causal_actor_loss,
 
 
 update = make_update()
+
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_CODE = "ACE code 6de5308"
+OFFICIAL = {
+    "hidden_sizes": ((1024, 1024, 1024), f"{_CODE} utilis/default_config.py hidden_size, model/model.py: 3 layers"),
+    "policy_delay": (2, f"{_CODE} utilis/default_config.py target_update_interval"),
+    "log_std_min": (-20.0, f"{_CODE} model/model.py LOG_SIG_MIN, clipped"),
+    "log_prob_epsilon": (1e-6, f"{_CODE} model/model.py epsilon"),
+    "causal_interval": (10_000, f"{_CODE} main_causal.py causal_sample_interval"),
+    "causal_sample_size": (10_000, f"{_CODE} main_causal.py causal_sample_size"),
+    "causal_abs": (False, f"{_CODE} utilis/causal_weight.py: softmax of the signed reward row"),
+    "reset_rule": ("dormancy", f"{_CODE} main_causal.py reset 'reset'"),
+    "log_alpha_loss": (True, f"{_CODE} model/algorithm.py alpha_loss"),
+    "reset_interval": (100_000, f"{_CODE} main_causal.py reset_interval"),
+    "reset_after": (5_000, f"{_CODE} model/algorithm.py: updates > 5000"),
+}
 
 AGENT = Agent(name="ace", Config=Config, init=init, act=act, update=update, check_config=check_config,
               loop_defaults={"learning_starts": 10_000}, refresh=refresh_causal_weights,

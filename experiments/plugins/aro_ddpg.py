@@ -140,6 +140,17 @@ def update(state: State, batch, key, cfg: Config):
     return state.replace(rho=rho.params, rho_opt_state=rho.opt_state), {**metrics, "rho": rho.params}
 
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_CODE = "ARO-DDPG 5803e81 cheetah_run/"
+OFFICIAL = {
+    "hidden_sizes": ((128, 128), f"{_CODE}config.py actor_hidden, critic_hidden; 2 layers in ddpg_model.py"),
+    "gamma": (1.0, f"{_CODE}ddpg_model.py Agent.update: q_target = reward + (1 - done) min(q1, q2)"),
+    "rho_lr": (3e-4, f"{_CODE}config.py lr_rho"),
+    "ou_theta": (0.15, f"{_CODE}ddpg_model.py OUNoise theta"),
+    "ou_sigma": (0.2, f"{_CODE}ddpg_model.py OUNoise max_sigma = min_sigma"),
+    "truncation_terminal": (True, f"{_CODE}train.py: done = True at epi_len, stored in the buffer"),
+}
+
 AGENT = td3.AGENT._replace(
     name="aro_ddpg", Config=Config, init=init, act=act, init_carry=init_carry, update=update,
     check_config=check_config,

@@ -4,7 +4,7 @@
 
 The paper band-limits the target critic by "adding a convolutional filter" to it; its method section could not be
 read (docs/sources.md: abstract only, no official code). This file implements our reading,
-labelled as an interpretation wherever it shows (here, the README, ``--help``): a Gaussian low-pass filter over the
+labelled as an interpretation wherever it shows (here, its docs page, ``--help``): a Gaussian low-pass filter over the
 next action, estimated by Monte Carlo with K draws,
 
     Qtilde(s', a') = 1/K sum_k min_j Qbar_j(s', clip(a' + eps_k, -1, 1)),   eps_k ~ N(0, sigma^2 I), a' ~ pi(.|s')

@@ -49,7 +49,7 @@ Deviations from the code, all deliberate:
   * time limits bootstrap (the code's online mode stores ``terminated or truncated`` as done);
   * the fixed 5 dual steps of the code's later versions (the first version stopped early on a 1e-3 relative
     change); ``model_samples`` 200 as the code, but every update decodes B x N states and evaluates Vbar on them:
-    the CPU comparison in the README uses N = 16 (said there).
+    the CPU comparison (docs/plugins/dr_sac.md) uses N = 16 (said there).
 (inferred) delta defaults to 0.1, the one value in the code's run script (its config default 0 makes the target the
 nominal mean); the paper's per-task radii were not found.
 """
@@ -286,5 +286,14 @@ def update(state: State, batch: Batch, key, cfg: Config):
     state = state.replace(target_value_params=polyak_update(state.value_params, state.target_value_params, cfg.tau))
     return state, {**sac_metrics, **metrics}
 
+
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_CODE = "DR-SAC 041e839 sac.py"
+OFFICIAL = {
+    "model_samples": (200, _CODE), "dual_steps": (5, f"{_CODE}: fixed dual steps"),
+    "latent_size": (5, f"{_CODE}: the transition VAE's latent"),
+    "log_alpha_loss": (True, f"{_CODE} line 620"),
+    "encoder_last_relu": (False, f"{_CODE} lines 152-159, utils.py lines 5-14: build_net's last activation Identity"),
+}
 
 AGENT = sac.AGENT._replace(name="dr_sac", Config=Config, init=init, update=update, check_config=check_config)

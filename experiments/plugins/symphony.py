@@ -454,6 +454,24 @@ def make_update(loss_fn=symphony_loss):
 
 update = make_update()
 
+# The official values of Config's fields and where each is set (the docs' defaults table puts them beside ours).
+_NETS, _TRAIN = "Symphony-S2 c5eb0db S3/symphony.py", "Symphony-S2 c5eb0db S3/train.py"
+OFFICIAL = {
+    "hidden_size": (512, f"{_TRAIN}: h_dim = capacity // 1000, capacity 10240 x 50"),
+    "critic_nets": (3, f"{_NETS}: qA, qB, qC"), "batch_size": (384, f"{_NETS}: batch_size = q_dist, 3 x h_dim // 4"),
+    "gradient_dropout": (0.0, f"{_NETS}: no GradientDropout in FeedForward"),
+    "beta1": (GOLDEN, f"{_NETS} Adam: (sqrt(5) - 1) / 2"), "beta2": (0.995, f"{_NETS} Adam"),
+    "weight_decay": (0.01, f"{_NETS} Adam"), "baseline_rate": (GOLDEN, f"{_NETS} Nets.alpha"),
+    "ema_epsilon": (0.0, f"{_NETS}: / q_next_ema.abs()"), "noise_std": (1.0 / math.e, f"{_NETS} ActorCritic.std"),
+    "noise_clip": (math.e, f"{_NETS}: randn clamped to +-e"),
+    "target_exponent": (math.e, f"{_NETS} ActorCritic.probs"),
+    "replay_exponent": (math.e, f"{_NETS} ReplayBuffer.norm_fill"),
+    "exploration_steps": (10_240, f"{_TRAIN} explore_time"),
+    "tile_fill": (True, f"{_NETS} ReplayBuffer.norm_fill, {_TRAIN} times 50"),
+    "normalize_rewards": (True, f"{_NETS} ReplayBuffer.norm_fill: mean |r|"),
+    "fall": (True, f"{_TRAIN} line 203"), "fall_limit": (1000, f"{_TRAIN} limit_step, line 134"),
+}
+
 AGENT = Agent(name="symphony", Config=Config, init=init, act=act, update=update, check_config=check_config,
               init_carry=init_carry,
               loop_defaults={"learning_starts": 10_240, "warmup": "policy", "updates_per_step": 3.0,
