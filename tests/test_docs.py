@@ -149,3 +149,68 @@ def test_every_other_jaxrl_line_of_the_docs_names_a_command_and_flags_it_has(cap
         assert not unknown, f"{page}: jaxrl {' '.join(argv)}: {unknown} not in jaxrl {command} --help"
         checked += 1
     assert checked >= 10
+
+
+# Blocks that run as written: (page, the text the block follows) -> (the file that runs it, what that file holds to
+# show it: None for the text itself, which the test reads the block by). The Huber example is the file
+# tests/test_cli.py trains; the README's first block is what .ci/run runs.
+HUBER = "experiments/examples/sac_huber.py"
+RUN_BY_TESTS = {
+    ("README.md", "# jaxrl"): (".ci/run", "--locked --inexact --extra test && .venv/bin/python -m pytest -q -n 2"),
+    ("README.md", "then train it by its import path"): (HUBER, "block"),
+    ("docs/guide/run-directories.md", "these lines verbatim in a fresh working directory"):
+        ("tests/test_user_commands.py", None),
+    ("docs/plugins/index.md", "A plug-in run is a run: `tests/test_plugins.py` runs these lines"):
+        ("tests/test_plugins.py", None),
+    ("docs/plugins/index.md", "`tests/test_cli.py::test_plugged_in_loss_trains_from_the_cli`"): (HUBER, "block"),
+    ("docs/plugins/index.md", "runs this block and one update of each agent"): ("tests/test_plugins.py", None),
+    ("docs/plugins/index.md", "core of it:"): ("tests/test_plugins.py", None),
+    ("docs/plugins/index.md", "## Checking a new agent before it costs GPU hours"): ("tests/test_harness.py", None),
+}
+NOT_RUN = re.compile(r"<!-- not run: (\S.*?) -->\s*$")
+
+
+def test_every_code_block_is_run_by_a_test_or_says_why_not():
+    """A block is either one a test runs verbatim (``RUN_BY_TESTS``, each test reading it by that text) or comes
+    after ``<!-- not run: reason -->`` on the line above it; the checks above still parse or resolve every block."""
+    run_by = {}
+    for (page, marker), (runner, evidence) in RUN_BY_TESTS.items():
+        text = open(os.path.join(ROOT, page)).read()
+        start = text.index("```", text.index(marker))
+        block = FENCE.match(text, start).group(2)
+        shown = {None: marker, "block": block}.get(evidence, evidence)
+        assert shown in open(os.path.join(ROOT, runner)).read(), f"{runner} does not hold {page}'s block after {marker}"
+        run_by[(page, start)] = runner
+    unaccounted = []
+    for page in PAGES:
+        text = open(os.path.join(ROOT, page)).read()
+        for match in FENCE.finditer(text):
+            above = text[:match.start()].rstrip("\n").rsplit("\n", 1)[-1]
+            if (page, match.start()) not in run_by and not NOT_RUN.search(above):
+                unaccounted.append(f"{page}:{text[:match.start()].count(chr(10)) + 1}")
+    assert not unaccounted, f"blocks neither run by a test nor marked <!-- not run: reason -->: {unaccounted}"
+
+
+def test_the_docs_install_only_extras_the_project_has(repo_root):
+    import tomllib
+
+    with open(os.path.join(repo_root, "pyproject.toml"), "rb") as f:
+        extras = set(tomllib.load(f)["project"]["optional-dependencies"])
+    named = {extra for _, body in blocks("bash") for extra in re.findall(r"--extra (\w+)", body)}
+    assert named and named <= extras, named - extras
+
+
+def test_every_sweep_file_of_the_docs_plans(tmp_path, cli):
+    """The sweep-file blocks (a TOML block with an ``agent``) plan as ``jaxrl sweep FILE --dry-run``; a fragment
+    (no ``agent``) still parses as TOML."""
+    import tomllib
+
+    planned = 0
+    for page, body in blocks("toml"):
+        table = tomllib.loads(body)
+        if "agent" in table:
+            (tmp_path / "sweep.toml").write_text(body)
+            result = cli("sweep", str(tmp_path / "sweep.toml"), "--out", str(tmp_path / "out"), "--dry-run")
+            assert result.returncode == 0, f"{page}: {result.stderr}"
+            planned += 1
+    assert planned >= 1
