@@ -214,3 +214,17 @@ def test_every_sweep_file_of_the_docs_plans(tmp_path, cli):
             assert result.returncode == 0, f"{page}: {result.stderr}"
             planned += 1
     assert planned >= 1
+
+
+def test_the_changelog_keeps_its_form(repo_root):
+    """Keep a Changelog: releases as ``## [name]`` (Unreleased first); under each, the breaking changes come first,
+    and each entry under them says what to do."""
+    text = open(os.path.join(repo_root, "CHANGELOG.md")).read()
+    releases = re.split(r"(?m)^## ", text)[1:]
+    assert releases and releases[0].startswith("[Unreleased]")
+    for release in releases:
+        assert re.match(r"\[[^\]]+\]", release), release[:40]
+        sections = re.findall(r"(?m)^### (.*)$", release)
+        assert sections and sections[0].startswith("Breaking"), sections
+        assert set(s.split(":")[0] for s in sections) <= {"Breaking", "Added", "Changed", "Deprecated", "Removed",
+                                                          "Fixed", "Security"}, sections
