@@ -158,7 +158,7 @@ def test_killed_run_resumes_to_the_same_parameters(tmp_path, agent):
 def test_cli_contract(repo_root):
     script = os.path.join(repo_root, "..", "shared", "checks", "cli-contract")
     if not os.path.exists(script):
-        pytest.skip("../shared/checks/cli-contract is not beside this checkout")
+        pytest.skip(f"{script} is not beside this checkout (the developers' contract check)")
     env = {**os.environ, "PATH": os.path.dirname(sys.executable) + os.pathsep + os.environ["PATH"]}
     result = subprocess.run(["bash", script], cwd=repo_root, capture_output=True, text=True, env=env, timeout=600)
     assert result.returncode == 0 and "cli-contract: ok" in result.stdout, result.stdout + result.stderr
