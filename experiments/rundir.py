@@ -87,6 +87,10 @@ class RunConfig:
     """persistent XLA compilation cache directory; None turns it off"""
     shard_members: bool = True
     """split the members (seeds x swept configs) over all devices with jax.sharding when there are several"""
+    shard_envs: bool = False
+    """data parallelism: split each run's training envs and replay buffer over the devices, each device sampling its
+    part of every batch, gradients averaged over them; a new run sets loop.env_shards to the device count when it is
+    1 (a divisor of it leaves the other devices to the members)"""
     distributed: bool = False
     """call jax.distributed.initialize() first (multi-host: one process per host, e.g. under SLURM)"""
     video_every: int = 0

@@ -78,9 +78,13 @@ DISTRIBUTIONS = ("uniform", "log_uniform", "choice")
 # one seed). They are
 # left out of member ids and cannot be swept.
 NON_DEFINING_RUN_FIELDS = ("run_dir", "seeds", "overwrite", "checkpoint_every", "checkpoint_minutes",
-                           "keep_checkpoints", "compilation_cache", "shard_members", "distributed", "video_every",
+                           "keep_checkpoints", "compilation_cache", "shard_members", "shard_envs", "distributed",
+                           "video_every",
                            "video_width", "video_height", "wandb", "wandb_project", "wandb_entity", "wandb_group",
                            "wandb_tags")
+# LoopConfig fields added after sweeps were saved, with the value that behaves as before them: a member's id counts
+# such a field only away from that value, so earlier sweeps' finished members keep their ids.
+LOOP_FIELDS_ADDED_LATER = {"env_shards": 1}
 SWEEP_LOCK = "sweep.lock"  # held by the driver (jaxrl sweep) while it plans, runs and collects
 PLAN_FILE = "plan.json"
 
@@ -157,6 +161,7 @@ def member_id(agent: str, run: dict[str, Any], loop: dict[str, Any], agent_confi
     from jaxrl.agent import added_at_default
 
     run = {k: v for k, v in run.items() if k not in NON_DEFINING_RUN_FIELDS}
+    loop = {k: v for k, v in loop.items() if LOOP_FIELDS_ADDED_LATER.get(k, object()) != v}
     later = added_at_default(get_agent(agent).Config, agent_config)
     agent_config = {k: v for k, v in agent_config.items() if k not in later}
     revision = envs.env_revision(run["env"]) if env_revision is None else env_revision

@@ -195,11 +195,12 @@ class _Prepared(NamedTuple):
         import jax
 
         from jaxrl import sharding as sharding_lib
+        from jaxrl.loop import env_axes
 
         abstract = jax.eval_shape(self.init)
         if self.mesh is None:
             return abstract
-        shardings = sharding_lib.state_shardings(abstract, self.mesh)
+        shardings = sharding_lib.state_shardings(abstract, self.mesh, env_axes(abstract, self.loop.num_envs))
         return jax.tree.map(lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), abstract, shardings)
 
 
@@ -254,6 +255,22 @@ def recorded_agent(agent) -> str:
     return spec or agent.name
 
 
+def _env_shards(run: RunConfig, loop: LoopConfig, keep: bool) -> LoopConfig:
+    """``--shard-envs`` on a new run with ``loop.env_shards`` 1: one shard per device (the run records it, so a
+    resume on any number of devices draws its batches the same way). ``keep``: a resumed run keeps its own shards,
+    and a sweep's members the ``loop.env_shards`` of their file (it is part of what they are; ``shard_envs`` only
+    places them)."""
+    import jax
+
+    devices = len(jax.devices())
+    if not run.shard_envs or loop.env_shards != 1 or devices == 1 or keep:
+        return loop
+    if loop.num_envs % devices:
+        raise ConfigError(f"--shard-envs: num_envs={loop.num_envs} cannot be split evenly over the {devices} devices "
+                          f"JAX sees; use a multiple of {devices} envs")
+    return dataclasses.replace(loop, env_shards=devices)
+
+
 def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, members, pbt,
              same_stack: bool = False) -> _Prepared:
     """Every check that can fail before a file is written (configs, run directory, memory, disk), then the
@@ -286,6 +303,7 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     else:
         rundir.check_new(run_dir, run.overwrite)
     setup_jax(run)  # before anything touches JAX: the compilation cache is configured at the first compile
+    loop = _env_shards(run, loop, resume or custom_members)
     from agents import agent_spec
 
     environment = provenance.environment()
@@ -309,7 +327,10 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     # Before tracing a buffer that large.
     buffer_lib.check_fits(buffer_layout(agent, loop, env.spec).nbytes, run.seeds)
     trainer = make_train(agent, env, eval_env, loop, agent_cfg, pbt)  # traces, but compiles nothing yet
-    mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
+    if run.shard_envs and loop.env_shards > 1 and len(jax.devices()) > 1:
+        mesh = sharding_lib.run_mesh(env_shards=loop.env_shards)
+    else:
+        mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
     # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.
     prepared = _Prepared(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,
                          max(1, math.ceil(loop.steps / trainer.schedule.chunk_env_steps)), jax.process_index() == 0,

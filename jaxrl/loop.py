@@ -82,6 +82,10 @@ class LoopConfig:
     critic_obs: str | None = None
     """structured observations: the part the critics read; None: privileged_state where the env has it, else the
     actor's part"""
+    env_shards: int = 1
+    """split the training envs and the replay buffer into this many equal shards: every batch draws batch_size /
+    env_shards transitions from each shard's envs, with the shard's own key (stratified), so the run computes the
+    same numbers whether its shards share one device or sit on as many (--shard-envs)"""
 
 
 class Schedule(NamedTuple):
@@ -129,6 +133,9 @@ def check_loop_config(cfg: LoopConfig) -> None:
         raise ConfigError(f"episode_length must be a positive integer of env steps (<= {checks.INT32_MAX}) or None, "
                           f"got {cfg.episode_length!r}")
     checks.positive(cfg, "reward_scale_max_return")
+    if not 0 < (checks.as_int(cfg.env_shards) or 0) <= cfg.num_envs or cfg.num_envs % cfg.env_shards:
+        raise ConfigError(f"env_shards={cfg.env_shards!r} must be a whole number that divides num_envs="
+                          f"{cfg.num_envs} (each shard holds num_envs / env_shards envs)")
 
     per_iter = cfg.updates_per_step * cfg.num_envs
     if 1 / per_iter > checks.INT32_MAX:
@@ -395,6 +402,67 @@ def prepare(program: Program, batch, normalizers):
     return batch.replace(**fields)
 
 
+def check_shardable(agent: Agent, agent_cfg, shards: int) -> None:
+    """ConfigError (one line) unless ``agent`` can draw its batches stratified over ``shards`` env shards."""
+    if agent.sample_with_state is not None:
+        raise ConfigError(f"env_shards={shards}: {agent.name} samples with its own state (sample_with_state), which "
+                          "draws from the whole buffer; train it with env_shards=1")
+    batch_size = getattr(agent_cfg, "batch_size", None)
+    if not isinstance(batch_size, int) or batch_size % shards:
+        raise ConfigError(f"env_shards={shards} needs a batch_size that it divides (each shard draws batch_size / "
+                          f"env_shards transitions); {agent.name}'s batch_size is {batch_size!r}")
+
+
+def split_env_shards(buffer: buffer_lib.BufferState, shards: int) -> buffer_lib.BufferState:
+    """The buffer as ``shards`` buffers of ``num_envs / shards`` envs each, stacked on a new leading axis (env
+    e of shard d is env d * num_envs / shards + e); the write position and fill are shared."""
+    def split(x, axis):
+        shape = x.shape[:axis] + (shards, x.shape[axis] // shards) + x.shape[axis + 1:]
+        return jnp.moveaxis(x.reshape(shape), axis, 0)
+
+    per_row = lambda x: split(x, 1)  # noqa: E731 - [R or F, N, ...] leaves
+    shared = lambda x: jnp.broadcast_to(x, (shards,) + x.shape)  # noqa: E731
+    return buffer.replace(obs=jax.tree.map(per_row, buffer.obs), action=per_row(buffer.action),
+                          reward=per_row(buffer.reward), terminated=per_row(buffer.terminated),
+                          truncated=per_row(buffer.truncated), episode_step=per_row(buffer.episode_step),
+                          final_slot=per_row(buffer.final_slot), final_obs=jax.tree.map(per_row, buffer.final_obs),
+                          final_count=split(buffer.final_count, 0), ptr=shared(buffer.ptr), size=shared(buffer.size))
+
+
+def draw(program: Program, agent_state, buffer, key, hparams):
+    """The batch of one update: the agent's own draw (``jaxrl.agent.draw_batch``), or with ``loop.env_shards`` > 1
+    that draw on each shard's envs with batch_size / env_shards and the key folded with the shard's index, the
+    shards' batches concatenated in shard order. The shards' gathers read only their own envs, so with the envs
+    axis split over devices (``jaxrl.sharding``) each device samples from its own part of the buffer and the
+    batch comes out split the same way; the update's gradients then average over devices by themselves."""
+    shards = program.loop.env_shards
+    if shards == 1:
+        return draw_batch(program.agent, agent_state, buffer, key, hparams)
+    per_shard = hparams.replace(batch_size=hparams.batch_size // shards)
+    keys = jax.vmap(lambda d: jax.random.fold_in(key, d))(jnp.arange(shards))
+    batches = jax.vmap(lambda part, k: program.agent.sample_batch(part, k, per_shard))(
+        split_env_shards(buffer, shards), keys)
+    return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batches)
+
+
+def env_axes(state: TrainState, num_envs: int):
+    """Per leaf of a member-stacked ``TrainState`` (or its abstract shapes): the axis that indexes the training
+    envs, -1 where none does. The buffer's rows are ``[K, R, N, ...]`` (its fill counters have none), the envs'
+    states and the acting carry ``[K, N, ...]``, the running discounted return of reward scaling ``[K, N]``."""
+    def at(axis):
+        return lambda x: axis if len(x.shape) > axis and x.shape[axis] == num_envs else -1
+
+    none = lambda tree: jax.tree.map(lambda _: -1, tree)  # noqa: E731
+    buffer = state.buffer
+    buffer_axes = jax.tree.map(at(2), buffer).replace(final_count=at(1)(buffer.final_count), ptr=-1, size=-1)
+    returns = state.normalizers.returns
+    normalizer_axes = none(state.normalizers).replace(
+        returns=none(returns).replace(discounted_return=at(1)(returns.discounted_return)))
+    return state.replace(agent=none(state.agent), buffer=buffer_axes, env=jax.tree.map(at(1), state.env),
+                         normalizers=normalizer_axes, carry=jax.tree.map(at(1), state.carry),
+                         hparams=none(state.hparams), key=-1, env_steps=-1, updates=-1, pbt=none(state.pbt))
+
+
 def learn(program: Program, agent_state, hparams, buffer, normalizers, key, count: int, progress=None):
     """``count`` gradient updates, each on a fresh batch: how a batch reaches ``agent.update``, with
     ``state.progress`` at its own update count (``progress.updates`` counts the updates before the first;
@@ -410,7 +478,7 @@ def learn(program: Program, agent_state, hparams, buffer, normalizers, key, coun
         sample_key, update_key = jax.random.split(key)
         now = progress.replace(updates=progress.updates + index)
         agent_state = progress_lib.attach(agent_state, now)
-        batch = prepare(program, draw_batch(program.agent, agent_state, buffer, sample_key, hparams), normalizers)
+        batch = prepare(program, draw(program, agent_state, buffer, sample_key, hparams), normalizers)
         agent_state, metrics = checked_update(program.agent.name, agent_state,
                                               program.agent.update(agent_state, batch, update_key, hparams))
         return progress_lib.detach(agent_state), metrics
@@ -604,7 +672,8 @@ def init_members(program: Program, seeds: list[int], configs: list, mesh=None) -
     if mesh is None:
         return jax.jit(program.initial_state)(keys, hparams)
     sharding_lib.check_divisible(len(seeds), mesh)
-    shardings = sharding_lib.state_shardings(jax.eval_shape(program.initial_state, keys, hparams), mesh)
+    abstract = jax.eval_shape(program.initial_state, keys, hparams)
+    shardings = sharding_lib.state_shardings(abstract, mesh, env_axes(abstract, program.loop.num_envs))
     return jax.jit(program.initial_state, out_shardings=shardings)(keys, hparams)
 
 
@@ -658,6 +727,8 @@ def describe(agent: Agent, env, eval_env, loop: LoopConfig, agent_cfg, pbt: pbt_
     if agent_cfg.batch_size <= 0 or agent_cfg.batch_size > layout.rows * loop.num_envs:
         raise ConfigError(f"batch_size={agent_cfg.batch_size} must be between 1 and the buffer's "
                           f"{layout.rows * loop.num_envs} transitions (buffer_size)")
+    if loop.env_shards > 1:
+        check_shardable(agent, agent_cfg, loop.env_shards)
     if loop.scale_rewards and not hasattr(agent_cfg, "gamma"):
         raise ConfigError(f"scale_rewards needs the agent's discount, but {type(agent_cfg).__name__} has no gamma")
     # Sampling needs a row whose successor is written: never update before two batched steps are in.
