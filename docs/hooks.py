@@ -2,7 +2,8 @@
 
 ``<!-- jaxrl:config MODULE -->`` on a page becomes the table of ``MODULE.Config``'s fields: name, default, what it
 does (the field's docstring, as ``jaxrl train --help`` shows it) and, where the module's ``OFFICIAL`` mapping has the
-field, the official code's value and its source.
+field, the official code's value and its source. ``MODULE:CLASS`` names another config class of the module (a
+plug-in with one config per base agent).
 """
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import inspect
 import re
 import textwrap
 
-MARKER = re.compile(r"<!-- jaxrl:config ([\w.]+) -->")
+MARKER = re.compile(r"<!-- jaxrl:config ([\w.]+(?::\w+)?) -->")
 
 
 def field_docs(cls) -> dict[str, str]:
@@ -39,8 +40,9 @@ def _cell(value) -> str:
 
 
 def config_table(module_name: str) -> str:
+    module_name, _, class_name = module_name.partition(":")
     module = importlib.import_module(module_name)
-    cls, official = module.Config, getattr(module, "OFFICIAL", {})
+    cls, official = getattr(module, class_name or "Config"), getattr(module, "OFFICIAL", {})
     unknown = set(official) - {f.name for f in dataclasses.fields(cls)}
     if unknown:
         raise ValueError(f"{module_name}.OFFICIAL names fields its Config lacks: {', '.join(sorted(unknown))}")

@@ -228,3 +228,25 @@ def test_the_changelog_keeps_its_form(repo_root):
         assert sections and sections[0].startswith("Breaking"), sections
         assert set(s.split(":")[0] for s in sections) <= {"Breaking", "Added", "Changed", "Deprecated", "Removed",
                                                           "Fixed", "Security"}, sections
+
+
+def test_every_agent_and_plug_in_has_a_page_with_its_generated_defaults(repo_root):
+    """A page per built-in agent and per plug-in of the papers, each with the marker that docs/hooks.py turns into
+    the table of its config's fields (``MODULE:CLASS`` for a plug-in with one config per base agent)."""
+    sys.path.insert(0, os.path.join(ROOT, "docs"))
+    import hooks
+
+    from agents import REGISTERED
+
+    pages = {f"agents/{name}.md": module for name, module in REGISTERED.items()}
+    plugins = sorted(name[:-3] for name in os.listdir(os.path.join(repo_root, "experiments", "plugins"))
+                     if name.endswith(".py") and not name.startswith("_"))
+    pages.update({f"plugins/{name}.md": f"experiments.plugins.{name}" for name in plugins})
+    for page, module in pages.items():
+        text = open(os.path.join(repo_root, "docs", page)).read()
+        markers = hooks.MARKER.findall(text)
+        assert markers and all(m.split(":")[0] == module for m in markers), (page, markers)
+        for marker in markers:
+            assert "| `" in hooks.config_table(marker)
+    td3_table = hooks.config_table("experiments.plugins.aql:TD3Config")
+    assert "| `policy_delay` |" in td3_table and "| `expectile_init` | `0.9` |" in td3_table
