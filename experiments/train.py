@@ -123,10 +123,11 @@ def _members(run: RunConfig, agent_cfg, members):
     return dataclasses.replace(run, seeds=len(members)), list(members), True
 
 
-def _check_memory(eval_env, seeds: int, key_fn) -> int:
-    """Bytes of the whole training state plus the evaluation envs, against the device's memory; returns the
-    state's bytes (what one checkpoint writes). Cheap (shapes only), so a grossly oversized run is refused before
-    its program is compiled; ``_check_program_memory`` then checks the compiled program's true figure."""
+def _check_memory(eval_env, seeds: int, key_fn, devices: int = 1) -> int:
+    """Bytes of the whole training state plus the evaluation envs, against the memory of the ``devices`` it is split
+    over; returns the state's bytes (what one checkpoint writes). Cheap (shapes only), so a grossly oversized run is
+    refused before its program is compiled; ``_check_program_memory`` then checks the compiled program's true
+    figure per device."""
     import jax
 
     from jaxrl import buffer as buffer_lib
@@ -134,7 +135,7 @@ def _check_memory(eval_env, seeds: int, key_fn) -> int:
 
     abstract = jax.eval_shape(key_fn)
     eval_bytes = state_bytes(jax.eval_shape(lambda k: eval_env.reset(k, eval_env.num_envs), jax.random.PRNGKey(0)))
-    total, available = state_bytes(abstract) + seeds * eval_bytes, buffer_lib.available_bytes()
+    total, available = state_bytes(abstract) + seeds * eval_bytes, buffer_lib.available_bytes() * devices
     if total > available:
         raise ConfigError(f"the run needs {total / 2**30:.2f} GiB ({seeds} member(s): replay buffer, envs and agent "
                           f"{state_bytes(abstract) / 2**30:.2f} GiB, evaluation envs {seeds * eval_bytes / 2**30:.2f}"
@@ -255,6 +256,30 @@ def recorded_agent(agent) -> str:
     return spec or agent.name
 
 
+def _mesh(run: RunConfig, loop: LoopConfig, num_members: int):
+    """The devices a run is split over, or None for one device. ``--shard-envs`` with ``loop.env_shards`` > 1: an
+    ``envs`` axis of gcd(env_shards, devices) devices (each holds whole shards, so a run resumes on another count of
+    devices), and a ``members`` axis of the devices left when ``shard_members`` is on and the members divide over it;
+    otherwise the members alone over every device (``shard_members``)."""
+    import jax
+
+    from jaxrl import sharding as sharding_lib
+
+    devices = jax.devices()
+    if run.shard_envs and (loop.env_shards == 1 or len(devices) == 1):
+        rundir.note(f"--shard-envs: {'one device' if len(devices) == 1 else 'this run has env_shards 1'}, so its envs "
+                    "stay on one device" + ("" if len(devices) == 1 else " (a resumed run and a sweep member keep "
+                                            "their loop.env_shards; set --env-shards for a new one)"))
+    if run.shard_envs and loop.env_shards > 1 and len(devices) > 1:
+        env_axis = math.gcd(loop.env_shards, len(devices))
+        member_axis = len(devices) // env_axis
+        if not run.shard_members or num_members % member_axis:
+            member_axis = 1
+        if env_axis > 1:
+            return sharding_lib.run_mesh(devices[:member_axis * env_axis], env_shards=env_axis)
+    return sharding_lib.member_mesh() if run.shard_members and len(devices) > 1 else None
+
+
 def _env_shards(run: RunConfig, loop: LoopConfig, keep: bool) -> LoopConfig:
     """``--shard-envs`` on a new run with ``loop.env_shards`` 1: one shard per device (the run records it, so a
     resume on any number of devices draws its batches the same way). ``keep``: a resumed run keeps its own shards,
@@ -321,21 +346,19 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
 
     import jax
 
-    from jaxrl import sharding as sharding_lib
     from jaxrl.loop import buffer_layout, make_train
 
+    mesh = _mesh(run, loop, len(members))
+    # A state split over accelerators takes a share of each one's memory (host devices share the host's).
+    split = mesh.devices.size if mesh is not None and jax.devices()[0].platform != "cpu" else 1
     # Before tracing a buffer that large.
-    buffer_lib.check_fits(buffer_layout(agent, loop, env.spec).nbytes, run.seeds)
+    buffer_lib.check_fits(buffer_layout(agent, loop, env.spec).nbytes, run.seeds, buffer_lib.available_bytes() * split)
     trainer = make_train(agent, env, eval_env, loop, agent_cfg, pbt)  # traces, but compiles nothing yet
-    if run.shard_envs and loop.env_shards > 1 and len(jax.devices()) > 1:
-        mesh = sharding_lib.run_mesh(env_shards=loop.env_shards)
-    else:
-        mesh = sharding_lib.member_mesh() if run.shard_members and len(jax.devices()) > 1 else None
     # Multi-host (--distributed): every process trains its own members' shards; process 0 writes the files.
     prepared = _Prepared(agent, run, loop, agent_cfg, members, custom_members, saved, request, trainer, mesh,
                          max(1, math.ceil(loop.steps / trainer.schedule.chunk_env_steps)), jax.process_index() == 0,
                          environment=environment)
-    ckpt_bytes = _check_memory(eval_env, run.seeds, lambda: prepared._replace(mesh=None).init())
+    ckpt_bytes = _check_memory(eval_env, run.seeds, lambda: prepared._replace(mesh=None).init(), split)
     done = _check_resume(prepared, trainer.program.spec) if resume else None  # with the parts the networks read
     rundir.check_disk(run_dir, ckpt_bytes, "one checkpoint of this run's state")
     if done is not None and done >= prepared.target_steps:

@@ -129,8 +129,10 @@ def _restore_one(directory: str, abstract_state, step: int):
     step_dir = os.path.join(directory, str(step))
     _verify_files(step_dir)
     flat_abstract = _flatten(abstract_state)
-    # A sharded abstract state (jaxrl.sharding) restores each leaf straight onto its devices.
-    target = {k: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None))
+    # A sharded abstract state (jaxrl.sharding) restores each leaf straight onto its devices; an unsharded one onto
+    # the default device, whatever devices wrote the checkpoint (a run split over several resumes on one).
+    one_device = jax.sharding.SingleDeviceSharding(jax.devices()[0])
+    target = {k: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=getattr(x, "sharding", None) or one_device)
               for k, x in flat_abstract.items()}
     mismatch = _layout_mismatch(step_dir, target)
     if mismatch is not None:

@@ -442,6 +442,10 @@ def draw(program: Program, agent_state, buffer, key, hparams):
     keys = jax.vmap(lambda d: jax.random.fold_in(key, d))(jnp.arange(shards))
     batches = jax.vmap(lambda part, k: program.agent.sample_batch(part, k, per_shard))(
         split_env_shards(buffer, shards), keys)
+    sizes = {x.shape[1] for x in jax.tree.leaves(batches)}
+    if sizes != {per_shard.batch_size}:  # at trace time: a sampler that is not batch-major or ignores batch_size
+        raise ConfigError(f"env_shards={shards}: {program.agent.name}'s sample_batch returned leaves of batch sizes "
+                          f"{sorted(sizes)}, not batch_size / env_shards = {per_shard.batch_size} on their first axis")
     return jax.tree.map(lambda x: x.reshape((-1,) + x.shape[2:]), batches)
 
 

@@ -38,8 +38,8 @@ def run_mesh(devices=None, env_shards: int = 1) -> Mesh:
     if env_shards == 1:
         return member_mesh(devices)
     if devices.size % env_shards:
-        raise ConfigError(f"env_shards={env_shards} does not divide the {devices.size} device(s) JAX sees: use a "
-                          f"divisor of {devices.size} (--loop.env-shards), or leave --shard-envs off")
+        raise ConfigError(f"env_shards={env_shards} does not divide the {devices.size} device(s) given: use a "
+                          f"divisor of {devices.size} (--env-shards)")
     return Mesh(devices.reshape(devices.size // env_shards, env_shards), (AXIS, ENVS))
 
 

@@ -168,8 +168,10 @@ def test_a_run_split_over_two_devices_equals_its_shards_on_one_and_resumes_exact
     assert trained.returncode == 0, trained.stderr[-2000:]
     saved = json.load(open(os.path.join(run_dir, "config.json")))
     assert saved["loop"]["env_shards"] == 2 and saved["resolved"]["devices"] == 2
-    resumed = jaxrl("train", "--resume", run_dir, "--steps", "600", env=env)
+    # On one device it resumes with the same two shards, drawn the same way (the shards are part of the run).
+    resumed = jaxrl("train", "--resume", run_dir, "--steps", "600", env={**env, "XLA_FLAGS": ""})
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "--shard-envs: one device, so its envs stay on one device" in resumed.stderr
     assert json.load(open(os.path.join(run_dir, "summary.json")))["env_steps"] == 600
     uneven = jaxrl(*args, "--num-envs", "3", "--run-dir", str(tmp_path / "uneven"), env=env)
     assert_one_line_error(uneven, "--shard-envs: num_envs=3 cannot be split evenly over the 2 devices")
