@@ -73,6 +73,14 @@ def test_the_stratified_batch_is_each_shards_own_draw_in_shard_order():
     np.testing.assert_array_equal(np.asarray(batch.next_obs[limit, 0]), -(np.asarray(batch.obs[limit, 0]) + 1))
 
 
+def test_a_sampler_that_ignores_the_shards_batch_size_is_one_line_at_trace_time():
+    fixed = sac.AGENT._replace(sample_batch=lambda buffer, key, cfg: buffer_lib.sample(buffer, key, 7))
+    program = SimpleNamespace(loop=SimpleNamespace(env_shards=2), agent=fixed)
+    with pytest.raises(ConfigError, match=r"^env_shards=2: sac's sample_batch returned leaves of batch sizes \[7\], "
+                                          r"not batch_size / env_shards = 32"):
+        draw(program, None, written(8), jax.random.PRNGKey(0), sac.Config(batch_size=64))
+
+
 def test_shards_that_do_not_divide_the_envs_or_the_batch_are_one_line():
     with pytest.raises(ConfigError, match=r"^env_shards=3 must be a whole number that divides num_envs=4"):
         check_loop_config(LoopConfig(num_envs=4, env_shards=3))
