@@ -89,14 +89,22 @@ def _mean_std(values: list[float]) -> str:
     return f"{statistics.mean(values):.0f} ± {statistics.stdev(values) if len(values) > 1 else 0.0:.0f}"
 
 
-def table(paths: list[str]) -> str:
-    """Markdown: per task, CrossQ and SAC at the largest evaluation step both reached, and the cost ratio."""
+def _rows(paths: list[str]) -> dict:
     lines = {}
     for path in paths:
         for line in open(path):
             row = json.loads(line)
             if row.get("bench") == "crossq_vs_sac":
                 lines[(row["task"], row["agent"])] = row  # a later line replaces an earlier one
+    return lines
+
+
+def table(paths: list[str], cost_paths: list[str] | None = None) -> str:
+    """Markdown: per task, CrossQ and SAC at the largest evaluation step both reached, and the cost ratio. With
+    ``cost_paths`` (short runs on a machine doing nothing else, ``--steps`` past learning_starts) the rates are each
+    agent's there (of any task: with one env, the update dominates), for long runs that shared the machine."""
+    lines = _rows(paths)
+    costs = {agent: row for (_, agent), row in _rows(cost_paths or []).items()}
     out = ["| task | env steps | CrossQ (critic widths) | SAC | CrossQ env steps/s | SAC env steps/s | cost ratio |",
            "|---|---|---|---|---|---|---|"]
     for task in sorted({t for t, _ in lines}):
@@ -112,7 +120,8 @@ def table(paths: list[str]) -> str:
             i = row["eval_steps"].index(step)
             return [seed[i] for seed in row["returns"]]
 
-        rate_q, rate_s = crossq["env_steps_per_s"], sac["env_steps_per_s"]
+        rate_q = (costs.get("crossq") or crossq)["env_steps_per_s"]
+        rate_s = (costs.get("sac") or sac)["env_steps_per_s"]
         widths = "x".join(str(w) for w in crossq.get("critic_hidden_sizes") or ()) or "?"
         out.append(f"| {task} | {step:,} | {_mean_std(at(crossq))} ({widths}) | {_mean_std(at(sac))} | {rate_q:.0f} | "
                    f"{rate_s:.0f} | {rate_s / rate_q:.2f} |")
@@ -133,9 +142,10 @@ def main() -> None:
     parser.add_argument("--command", default="", help="the command that produced the run directories (recorded)")
     parser.add_argument("--out")
     parser.add_argument("--table", nargs="+", metavar="RESULTS")
+    parser.add_argument("--cost", nargs="+", metavar="RESULTS", help="with --table: rates from these (quiet) runs")
     args = parser.parse_args()
     if args.table:
-        print(table(args.table))
+        print(table(args.table, args.cost))
         return
     if args.collect:
         carried = json.load(open(args.carried_git)) if args.carried_git else None
