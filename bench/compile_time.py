@@ -9,8 +9,11 @@
 The default run's settings (the suite's loop defaults, the agent's config) as ``jaxrl train`` resolves them.
 Each phase is one of ``jaxrl.loop``'s functions, jitted on its own with one seed's arguments: ``collect`` (one
 batched env step into the buffer), ``learn`` (one block's updates), ``evaluate_policy`` (one evaluation of
-num_eval_envs episodes), and ``run_chunk`` (all of them composed: what a run compiles). Prints one JSON line per
-phase: trace, lower (to StableHLO) and XLA compile seconds. The persistent compilation cache is not set up here
+num_eval_envs episodes), ``run_chunk`` (all of them composed), ``initial_state`` (a fresh run's first state: env
+resets, network initialisation, the empty buffer), and ``start``: what a fresh ``jaxrl train`` compiles before its
+first step, ``initial_state`` and ``run_chunk`` traced, lowered and compiled together by ``jaxrl.loop.compile_start``
+(their XLA compiles in two threads), in wall seconds. Prints one JSON line per phase: trace, lower (to StableHLO)
+and XLA compile seconds (``start``: the total). The persistent compilation cache is not set up here
 (``experiments.train.setup_jax`` is not called), so every figure is a cold compile. With ``--out`` each line
 is also appended to a results file with ``provenance`` (the command, date, commit and environment block).
 """
@@ -46,7 +49,7 @@ def timed_compile(fn, *args) -> dict[str, float]:
             "total_s": round(t3 - t0, 2)}
 
 
-PHASES = ("collect", "learn", "evaluate_policy", "run_chunk")
+PHASES = ("collect", "learn", "evaluate_policy", "run_chunk", "initial_state", "start")
 
 
 def table(path: str) -> str:
@@ -56,8 +59,9 @@ def table(path: str) -> str:
     lines = ["| agent | env | " + " | ".join(f"`{p}`" for p in PHASES) + " |", "|---|---|" + "---|" * len(PHASES)]
     for agent, env in runs:
         phase = {r["phase"]: r for r in rows if (r["agent"], r["env"]) == (agent, env)}
-        cells = [f"{phase[p]['trace_s']:.1f} / {phase[p]['lower_s']:.1f} / {phase[p]['compile_s']:.1f}"
-                 if p in phase else "" for p in PHASES]
+        cells = ["" if p not in phase else f"{phase[p]['total_s']:.1f}" if phase[p].get("trace_s") is None else
+                 f"{phase[p]['trace_s']:.1f} / {phase[p]['lower_s']:.1f} / {phase[p]['compile_s']:.1f}"
+                 for p in PHASES]
         lines.append(f"| {agent} | `{env}` | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -77,7 +81,19 @@ def phases_of(agent: str, env_name: str) -> dict:
         "evaluate_policy": (functools.partial(loop_lib.evaluate_policy, program), one.agent, one.hparams,
                             one.normalizers, one.key),
         "run_chunk": (functools.partial(loop_lib.run_chunk, program), state),
+        "initial_state": (program.initial_state, *loop_lib.initial_state_program(program, [0], [program.agent_cfg])[1]),
     }
+
+
+def timed_start(agent: str, env_name: str) -> dict[str, float]:
+    """Wall seconds of ``compile_start`` on a program traced afresh (a new ``make_train``: nothing cached)."""
+    resolved = rundir.resolve(agent, tables={"run": {"env": env_name}})
+    env, eval_env = make_envs(resolved.run, resolved.loop)
+    trainer = loop_lib.make_train(resolved.agent, env, eval_env, resolved.loop, resolved.agent_cfg)
+    t0 = time.perf_counter()
+    initial_state, _ = loop_lib.compile_start(trainer, [0], [resolved.agent_cfg])
+    jax.block_until_ready(initial_state())
+    return {"trace_s": None, "lower_s": None, "compile_s": None, "total_s": round(time.perf_counter() - t0, 2)}
 
 
 def main() -> None:
@@ -91,9 +107,14 @@ def main() -> None:
         print(table(args.table))
         return
     for agent in args.agents:
+        device = jax.devices()[0].device_kind
+        jax.clear_caches()  # each figure traces afresh: no phase reuses another's traces of the env functions
+        emit({"agent": agent, "env": args.env, "phase": "start", "device": device, **timed_start(agent, args.env)},
+             args.out)
         for name, (fn, *fn_args) in phases_of(agent, args.env).items():
-            emit({"agent": agent, "env": args.env, "phase": name, "device": jax.devices()[0].device_kind,
-                  **timed_compile(fn, *fn_args)}, args.out)
+            jax.clear_caches()
+            emit({"agent": agent, "env": args.env, "phase": name, "device": device, **timed_compile(fn, *fn_args)},
+                 args.out)
 
 if __name__ == "__main__":
     main()

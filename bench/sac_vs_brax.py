@@ -32,7 +32,7 @@ import envs
 from agents import get_agent
 from jaxrl import buffer as buffer_lib
 from jaxrl.evaluate import evaluate
-from jaxrl.loop import LoopConfig, make_train
+from jaxrl.loop import LoopConfig, compile_start, make_train
 
 BATCH, HIDDEN = 256, (256, 256)
 
@@ -51,7 +51,7 @@ def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2, agent_nam
     cfg = LoopConfig(num_envs=num_envs, num_eval_envs=1, eval_every=chunk_steps, learning_starts=0,
                      buffer_size=max(100_000, 4 * chunk_steps))
     env = envs.make(env_name, num_envs)
-    eval_env = envs.make(env_name, 1)
+    eval_env = dataclasses.replace(env, num_envs=1)  # as the CLI's make_envs: one model, traced once
     agent = get_agent(agent_name)
     fields = {f.name for f in dataclasses.fields(agent.Config)}
     widths = {k: HIDDEN for k in ("hidden_sizes", "actor_hidden_sizes", "critic_hidden_sizes") if k in fields}
@@ -59,9 +59,9 @@ def ours(env_name: str, num_envs: int, updates: int, repeats: int = 2, agent_nam
     agent_cfg = agent.Config(**{"batch_size": BATCH, **widths, **(agent_overrides or {})})
     trainer = make_train(agent, env, eval_env, cfg, agent_cfg)
     t0 = time.perf_counter()
-    state = trainer.init(0, 1)
+    initial_state, run_chunk = compile_start(trainer, [0], [agent_cfg])  # as the CLI compiles a fresh run
+    state = initial_state()
     jax.block_until_ready(state)
-    run_chunk = trainer.run_chunk.lower(state).compile()
     compile_s = time.perf_counter() - t0
     (state, _), _ = timed(run_chunk, state)  # first chunk: buffer nearly empty, warm caches
     times = []

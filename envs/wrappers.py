@@ -63,6 +63,12 @@ class VecEnv:
     """``num_envs`` copies of ``raw`` stepped together; ``action_repeat`` simulator steps per decision.
 
     The time limit is ``raw.episode_length`` env steps (simulator steps, counting repeats).
+
+    ``raw.reset`` and ``raw.step`` are called through ``jax.jit(..., inline=True)`` inside the ``vmap``: JAX traces
+    each once per single-env argument shapes and reuses that trace for every batch (the training batch, the
+    evaluation batch, the auto-reset, the initial state, when they share this ``raw``): tracing an MJX step or reset
+    in Python takes seconds. ``inline=True`` puts the traced operations into the caller's program as the plain
+    call would, so the numbers are the same bit for bit (without it, Brax's rollouts moved in the last float bits).
     """
 
     raw: RawEnv
@@ -85,25 +91,26 @@ class VecEnv:
     def reset(self, key: jax.Array, num_envs: int | None = None) -> EnvState:
         n = self.num_envs if num_envs is None else num_envs
         keys = jax.random.split(key, 2 * n)
-        raw, obs = jax.vmap(self.raw.reset)(keys[:n])
+        raw, obs = jax.vmap(jax.jit(self.raw.reset, inline=True))(keys[:n])
         return EnvState(raw=raw, obs=as_float32(obs), episode_step=jnp.zeros((n,), jnp.int32),
                         episode_return=jnp.zeros((n,), jnp.float32), key=keys[n:])
 
     def repeated_step(self, raw_state, action):
         """One env's decision: ``action_repeat`` simulator steps of one unbatched state, without the time limit or
         auto-reset (``step`` adds those). Returns (state, obs, summed reward, terminated)."""
+        step = jax.jit(self.raw.step, inline=True)
         if self.action_repeat == 1:
-            return self.raw.step(raw_state, action)
+            return step(raw_state, action)
 
         def body(carry, _):
             state, obs, reward, terminated = carry
-            new_state, new_obs, r, t = self.raw.step(state, action)
+            new_state, new_obs, r, t = step(state, action)
             # Once the task has ended inside the repeat, freeze it: later sub-steps add nothing.
             state = where_tree(terminated, state, new_state)
             obs = where_tree(terminated, obs, new_obs)
             return (state, obs, reward + jnp.where(terminated, 0.0, r), terminated | t), None
 
-        state, obs, reward, terminated = self.raw.step(raw_state, action)
+        state, obs, reward, terminated = step(raw_state, action)
         (state, obs, reward, terminated), _ = jax.lax.scan(
             body, (state, obs, reward.astype(jnp.float32), terminated), None, length=self.action_repeat - 1)
         return state, obs, reward, terminated
@@ -121,7 +128,7 @@ class VecEnv:
         def reset_done(args):
             raw, obs, key = args
             split = jax.vmap(jax.random.split)(key)
-            new_raw, new_obs = jax.vmap(self.raw.reset)(split[:, 1])
+            new_raw, new_obs = jax.vmap(jax.jit(self.raw.reset, inline=True))(split[:, 1])
             return (where_tree(done, new_raw, raw), where_tree(done, as_float32(new_obs), obs),
                     jnp.where(done[:, None], split[:, 0], key))
 

@@ -42,9 +42,12 @@ def make_envs(run: RunConfig, loop: LoopConfig):
     kwargs = dict(action_repeat=loop.action_repeat, episode_length=loop.episode_length,
                   brax_backend=run.brax_backend, playground_impl=run.playground_impl,
                   push_randomization=run.push_randomization)
-    # Domain randomisation trains robustness; the policy is evaluated on the nominal model (as FastTD3 does).
-    return (envs.make(run.env, loop.num_envs, domain_randomization=run.domain_randomization, **kwargs),
-            envs.make(run.env, loop.num_eval_envs, **kwargs))
+    train_env = envs.make(run.env, loop.num_envs, domain_randomization=run.domain_randomization, **kwargs)
+    if run.domain_randomization:
+        # Domain randomisation trains robustness; the policy is evaluated on the nominal model (as FastTD3 does).
+        return train_env, envs.make(run.env, loop.num_eval_envs, **kwargs)
+    # The same task: one loaded model, and the env functions traced once for both batches (envs.VecEnv).
+    return train_env, dataclasses.replace(train_env, num_envs=loop.num_eval_envs)
 
 
 def has_checkpoint(run_dir: str) -> bool:
@@ -179,6 +182,7 @@ class _Prepared(NamedTuple):
     total_chunks: int
     primary: bool  # process 0 writes the files (multi-host runs)
     run_chunk: Any = None  # the compiled chunk (None for a resumed run that has done its steps)
+    initial_state: Any = None  # () -> a fresh run's first state, compiled with the chunk; None when resuming
     compile_s: float = 0.0
     prepare_s: float = 0.0  # wall time of the checks, tracing and compilation before the run held its directory
     environment: dict | None = None  # jaxrl.provenance.environment() of this process
@@ -187,9 +191,13 @@ class _Prepared(NamedTuple):
     def target_steps(self) -> int:
         return self.total_chunks * self.trainer.schedule.chunk_env_steps
 
+    def member_lists(self) -> tuple[list[int], list[Any]]:
+        return [seed for seed, _ in self.members], [cfg for _, cfg in self.members]
+
     def init(self):
-        return self.trainer.init_members([seed for seed, _ in self.members], [cfg for _, cfg in self.members],
-                                         self.mesh)
+        if self.initial_state is not None:  # compiled beside the chunk (loop.compile_start)
+            return self.initial_state()
+        return self.trainer.init_members(*self.member_lists(), self.mesh)
 
     def abstract_state(self):
         """The state's shapes, dtypes and (with a mesh) shardings, computing nothing."""
@@ -346,7 +354,7 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
 
     import jax
 
-    from jaxrl.loop import buffer_layout, make_train
+    from jaxrl.loop import buffer_layout, compile_start, make_train
 
     mesh = _mesh(run, loop, len(members))
     # A state split over accelerators takes a share of each one's memory (host devices share the host's).
@@ -366,13 +374,18 @@ def _prepare(agent, run: RunConfig, loop: LoopConfig, agent_cfg, resume: bool, m
     signals.REQUESTS.check()
     # Compiled before any file is written: an out-of-memory (or a stop signal meanwhile) leaves nothing behind.
     t0 = time.perf_counter()
+    initial_state = None
     try:
-        run_chunk = trainer.run_chunk.lower(prepared.abstract_state()).compile()
+        if resume:  # the state comes from a checkpoint
+            run_chunk = trainer.run_chunk.lower(prepared.abstract_state()).compile()
+        else:
+            initial_state, run_chunk = compile_start(trainer, *prepared.member_lists(), mesh, prepared.abstract_state())
     except jax.errors.JaxRuntimeError as e:
         if out_of_memory(e) is None:
             raise
         raise out_of_memory(e) from None
-    prepared = prepared._replace(run_chunk=run_chunk, compile_s=time.perf_counter() - t0)
+    prepared = prepared._replace(run_chunk=run_chunk, initial_state=initial_state,
+                                 compile_s=time.perf_counter() - t0)
     _check_program_memory(run_chunk)
     return prepared
 

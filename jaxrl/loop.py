@@ -664,6 +664,13 @@ def init_state(program: Program, keys, hparams) -> TrainState:
 def init_members(program: Program, seeds: list[int], configs: list, mesh=None) -> TrainState:
     """Member k trains with key PRNGKey(seeds[k]) and the numeric fields of configs[k]. With a ``mesh``
     (``jaxrl.sharding.member_mesh``), the state is created already split over its devices."""
+    initial_state, args = initial_state_program(program, seeds, configs, mesh)
+    return initial_state(*args)
+
+
+def initial_state_program(program: Program, seeds: list[int], configs: list, mesh=None):
+    """``init_members``'s jitted program and its arguments, ``(fn, (keys, hparams))``, checked as it checks them:
+    ``compile_start`` compiles it ahead of time beside the chunk."""
     if len(seeds) != len(configs) or not seeds:
         raise ConfigError(f"need one config per seed, got {len(seeds)} seed(s) and {len(configs)} config(s)")
     for member in configs:
@@ -674,11 +681,33 @@ def init_members(program: Program, seeds: list[int], configs: list, mesh=None) -
     keys = jnp.stack([jax.random.PRNGKey(seed) for seed in seeds])
     hparams = stack_configs(configs, program.agent_cfg)
     if mesh is None:
-        return jax.jit(program.initial_state)(keys, hparams)
+        return jax.jit(program.initial_state), (keys, hparams)
     sharding_lib.check_divisible(len(seeds), mesh)
     abstract = jax.eval_shape(program.initial_state, keys, hparams)
     shardings = sharding_lib.state_shardings(abstract, mesh, env_axes(abstract, program.loop.num_envs))
-    return jax.jit(program.initial_state, out_shardings=shardings)(keys, hparams)
+    return jax.jit(program.initial_state, out_shardings=shardings), (keys, hparams)
+
+
+def compile_start(trainer: Trainer, seeds: list[int], configs: list, mesh=None, abstract_state=None):
+    """A fresh run's two programs compiled together: returns ``(init_state, run_chunk)``, where ``init_state()``
+    makes exactly ``trainer.init_members(seeds, configs, mesh)``'s state and ``run_chunk`` is the compiled chunk.
+
+    Both are traced and lowered here, one after the other (Python holds the GIL), then XLA compiles them in two
+    threads (it releases the GIL): the chunk's HLO passes run on one core while the initial state's program
+    compiles on another, instead of one after the other (measured in the docs' compile table).
+    ``abstract_state``: the chunk's argument (shapes, dtypes, shardings); default the initial state's shapes."""
+    import concurrent.futures
+
+    initial_state, args = initial_state_program(trainer.program, seeds, configs, mesh)
+    init_lowered = initial_state.trace(*args).lower()
+    if abstract_state is None:
+        abstract_state = jax.eval_shape(initial_state, *args)
+    chunk_lowered = trainer.run_chunk.trace(abstract_state).lower()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2, thread_name_prefix="jaxrl-compile") as pool:
+        chunk_job = pool.submit(chunk_lowered.compile)  # the longer one first
+        init_job = pool.submit(init_lowered.compile)
+        run_chunk_compiled, init_compiled = chunk_job.result(), init_job.result()
+    return functools.partial(init_compiled, *args), run_chunk_compiled
 
 
 def init(program: Program, seed: int, num_seeds: int = 1, mesh=None) -> TrainState:

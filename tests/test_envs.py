@@ -51,6 +51,46 @@ def test_final_obs_is_the_pre_reset_observation():
     np.testing.assert_array_equal(state.episode_step, 0)
 
 
+def test_one_trace_of_the_env_functions_serves_every_batch_and_the_numbers_are_unchanged():
+    """A VecEnv traces its raw ``reset`` and ``step`` once per single-env argument shapes: the initial reset of the
+    training batch, the evaluation batch (the same raw env, other size) and the auto-reset inside ``step`` reuse the
+    trace (an MJX reset takes seconds to trace). The states are the plain calls' bit for bit."""
+    import dataclasses
+
+    raw = envs.make("toy/ConstantTruncated", 1).raw
+    traced = {"reset": 0, "step": 0}
+
+    def counted(name, fn):
+        def call(*args):
+            traced[name] += 1  # runs only while JAX traces
+            return fn(*args)
+        return call
+
+    counting = dataclasses.replace(raw, reset=counted("reset", raw.reset), step=counted("step", raw.step))
+    train_env = envs.VecEnv(counting, 3, action_repeat=2)
+    eval_env = dataclasses.replace(train_env, num_envs=1)
+    state, out = run(train_env, 12)
+    run(eval_env, 3)
+    assert traced == {"reset": 1, "step": 1}, traced
+    plain = envs.VecEnv(dataclasses.replace(raw, reset=lambda k: raw.reset(k), step=lambda *a: raw.step(*a)), 3, 2)
+    plain_state, plain_out = run(plain, 12)
+    for a, b in zip(jax.tree.leaves((state, out)), jax.tree.leaves((plain_state, plain_out)), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_run_evaluates_on_its_training_envs_model_at_its_own_batch_size():
+    """Without domain randomisation the evaluation batch is the training batch's raw env at ``num_eval_envs``: one
+    model loaded, its functions traced once for both."""
+    from experiments.rundir import RunConfig
+    from experiments.train import make_envs
+    from jaxrl.loop import LoopConfig
+
+    train_env, eval_env = make_envs(RunConfig(env="toy/Pendulum"), LoopConfig(num_envs=4, num_eval_envs=2,
+                                                                              action_repeat=2))
+    assert eval_env.raw is train_env.raw
+    assert (train_env.num_envs, eval_env.num_envs, eval_env.action_repeat) == (4, 2, 2)
+
+
 def test_action_repeat_sums_rewards_and_counts_env_steps():
     env1 = envs.make("toy/ConstantTruncated", 1, episode_length=20)
     env4 = envs.make("toy/ConstantTruncated", 1, action_repeat=4, episode_length=20)

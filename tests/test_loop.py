@@ -100,6 +100,21 @@ def test_seed_k_of_vmapped_run_matches_single_run(trainer, three_chunks):
     np.testing.assert_array_equal(state3.buffer.action[2][:50], single.buffer.action[0][:50])
 
 
+def test_compile_start_gives_init_members_state_and_the_same_chunk(trainer):
+    """``compile_start`` (what a fresh ``jaxrl train`` compiles: the initial state and the chunk together) makes the
+    state ``init_members`` makes, and its compiled chunk computes what ``run_chunk`` computes, bit for bit."""
+    from jaxrl.loop import compile_start
+
+    configs = [AGENT_CFG, dataclasses.replace(AGENT_CFG, actor_lr=1e-3)]
+    initial_state, run_chunk = compile_start(trainer, [3, 5], configs)
+    state, reference = initial_state(), trainer.init_members([3, 5], configs)
+    for a, b in zip(jax.tree.leaves(state), jax.tree.leaves(reference), strict=True):
+        np.testing.assert_array_equal(a, b)
+    (state, metrics), (reference, expected) = run_chunk(state), trainer.run_chunk(reference)
+    for a, b in zip(jax.tree.leaves((state, metrics)), jax.tree.leaves((reference, expected)), strict=True):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_seeds_are_independent(three_chunks):
     state, metrics = three_chunks
     w = jax.tree.leaves(state.agent.actor_params)[0]
