@@ -60,7 +60,36 @@ def suite_loop_defaults(name: str) -> dict[str, Any]:
     return dict(SUITE_LOOP_DEFAULTS.get(suite, {}))
 
 
+# Importing MuJoCo's MJX (Brax and Playground both do) imports NVIDIA Warp for MJX's Warp implementation: ~4.5 s of
+# every process's start on the 2-core CPU here, for an implementation that needs a CUDA GPU.
+IMPORT_WARP_ENV = "JAXRL_IMPORT_WARP"
+
+
+def import_mjx(playground_impl: str = "jax") -> None:
+    """Import ``mujoco.mjx`` first, without Warp where nothing could use it: JAX on the CPU, the MJX (``jax``)
+    implementation asked for, Warp not imported yet, and ``JAXRL_IMPORT_WARP`` not ``1``. Anywhere else (a GPU,
+    ``--playground-impl warp``, an MJX the process imported before) MJX imports as it always does. Without Warp,
+    MJX prints that it failed to import it; that line is swallowed."""
+    import os
+    import sys
+
+    if "mujoco.mjx" in sys.modules or "warp" in sys.modules or playground_impl == "warp" \
+            or os.environ.get(IMPORT_WARP_ENV) == "1":
+        return
+    import jax
+
+    if jax.default_backend() != "cpu":
+        return
+    sys.modules["warp"] = None  # makes `import warp` raise ImportError, which MJX catches
+    try:
+        with contextlib.redirect_stdout(io.StringIO()):
+            importlib.import_module("mujoco.mjx")
+    finally:
+        del sys.modules["warp"]  # a later `import warp` of the user's own works as usual
+
+
 def _brax_names() -> list[str]:
+    import_mjx()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         from brax import envs as brax_envs
@@ -68,6 +97,7 @@ def _brax_names() -> list[str]:
 
 
 def _playground_suite(prefix: str):
+    import_mjx()
     return getattr(importlib.import_module("mujoco_playground"), PLAYGROUND_SUITES[prefix])
 
 
@@ -168,6 +198,8 @@ def make_raw(name: str, *, brax_backend: str = "generalized", playground_impl: s
                           "(run `jaxrl envs` to list all)")
     prefix, _, task = name.partition("/")
     select_gl_backend()  # before Brax or Playground imports MuJoCo, which reads MUJOCO_GL once
+    if prefix != "toy":
+        import_mjx(playground_impl)
     if (domain_randomization or push_randomization is not None) and prefix not in ("locomotion", "manipulation"):
         raise ConfigError(f"domain and push randomisation are Playground's, for locomotion/ and manipulation/ "
                           f"tasks; {name} has neither (leave domain_randomization off and push_randomization None)")
