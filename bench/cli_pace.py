@@ -1,4 +1,4 @@
-"""The command line's steady pace against bench/sac_vs_brax.py's on the same config, measured in one process run.
+"""The command line's steady pace against bench/sac_vs_brax.py's on the same config, measured back to back.
 
     python bench/cli_pace.py                                   # dmc/CartpoleSwingup, 16 envs, chunks of 3072 steps
     python bench/cli_pace.py --env brax/hopper --chunks 8 --out bench/results/cli_pace.jsonl
@@ -60,13 +60,13 @@ def cli_pace(env_name: str, num_envs: int, chunk_steps: int, chunks: int) -> dic
 
 def table(rows: list[dict]) -> list[str]:
     lines = ["| env | num_envs | chunk env steps | bench env steps/s (with its evaluation) | CLI steady env steps/s "
-             "(median of chunks 2..n) | CLI chunks 2..n | CLI median / bench | CLI best / bench | CLI host s per "
+             "(median of chunks 2..n) | CLI chunks 2..n | CLI median / bench | CLI best / bench | CLI host ms per "
              "chunk (mean) | CLI's logged env_steps_per_s |",
              "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         chunks = ", ".join(f"{x:.0f}" for x in r["cli_chunk_env_steps_per_s"])
         bench = r["bench_env_steps_per_s_with_eval"]
-        host = f"{statistics.mean(r['cli_host_s']):.2f}" if "cli_host_s" in r else "not recorded"
+        host = f"{1e3 * statistics.mean(r['cli_host_s']):.1f}" if "cli_host_s" in r else "not recorded"
         lines.append(f"| `{r['env']}` | {r['num_envs']} | {r['chunk_env_steps']} | {bench:.1f} | "
                      f"{r['cli_steady_env_steps_per_s']:.1f} | {chunks} | "
                      f"{r['cli_steady_over_bench_with_eval']:.2f}x | "
@@ -97,7 +97,7 @@ def main(argv=None) -> None:
 
 
 def measure(args) -> None:
-    """One line: the bench's chunk, then the CLI's run, back to back (this machine's pace drifts by ~10% over
+    """One line: the bench's chunk, then the CLI's run, back to back (this machine's pace drifted by up to 20% within
     minutes, so a ratio is only as good as the two sides' closeness in time)."""
     bench = ours(args.env, args.num_envs, args.chunk_steps)
     row = {"env": args.env, "num_envs": args.num_envs, "chunk_env_steps": args.chunk_steps,
