@@ -15,13 +15,43 @@ def categorical_projection(atoms, probs, support):
     its two neighbouring bins in proportion to closeness (all of it to one bin when it sits exactly on it).
     Leading axes of ``probs`` (one per critic) share the atoms' weights.
 
-    Written as m_i = sum_k p_k max(0, 1 - |b_k - i|) with b_k the atom's fractional bin index: the floor/ceil
-    rule without scatter, one fused [B, K, M] expression.
+    The same sum m_i = sum_k p_k max(0, 1 - |b_k - i|), b_k the atom's fractional bin index, in two forms chosen
+    per backend when the program is lowered: on a CPU a scatter-add of each atom's two shares (B K work), on other
+    backends one fused [B, K, M] expression (B K M work, no scatter: a GPU's scatter-add is atomic, so the order
+    of its sums, and their last bits, would vary from run to run). On a 2-core CPU at FastSAC's and FastTD3's CPU
+    batch (B = 1024, K = M = 101) the dense form took 12.7 ms and the scatter 0.7 ms, a third of their update.
+    The two agree to float rounding, not bitwise (the dense form's dot accumulates in its own order).
     """
+    return jax.lax.platform_dependent(atoms, probs, support, cpu=_scattered_projection, default=_dense_projection)
+
+
+def _bin_position(atoms, support):
+    """b_k: each atom's fractional index on the support, clipped into [0, M - 1]."""
     v_min, v_max, num_bins = support[0], support[-1], support.shape[0]
-    position = (jnp.clip(atoms, v_min, v_max) - v_min) / ((v_max - v_min) / (num_bins - 1))
-    weight = jnp.clip(1.0 - jnp.abs(position[..., :, None] - jnp.arange(num_bins, dtype=atoms.dtype)), 0.0, 1.0)
+    return (jnp.clip(atoms, v_min, v_max) - v_min) / ((v_max - v_min) / (num_bins - 1))
+
+
+def _dense_projection(atoms, probs, support):
+    position = _bin_position(atoms, support)
+    weight = jnp.clip(1.0 - jnp.abs(position[..., :, None] - jnp.arange(support.shape[0], dtype=atoms.dtype)),
+                      0.0, 1.0)
     return jnp.einsum("...k,...km->...m", probs, weight)
+
+
+def _scattered_projection(atoms, probs, support):
+    leading = probs.shape[:probs.ndim - atoms.ndim]  # the critics' axes
+    atoms_shape, atoms = atoms.shape, atoms.reshape(-1, atoms.shape[-1])
+    probs = probs.reshape(leading + atoms.shape)
+    position = _bin_position(atoms, support)
+    lower = jnp.floor(position)
+    rows = jnp.arange(atoms.shape[0])[:, None]
+    projected = jnp.zeros(leading + atoms.shape[:1] + support.shape, probs.dtype)
+    for bin_index in (lower + 1.0, lower):  # the upper share first: the dense form's order of k for each bin
+        share = jnp.clip(1.0 - jnp.abs(position - bin_index), 0.0, 1.0)
+        # An atom on the last bin has no upper neighbour: index M is dropped (its share is 0). A NaN atom's
+        # index converts to 0 and its NaN share lands there, so a NaN target stays NaN for the loss's check.
+        projected = projected.at[..., rows, bin_index.astype(jnp.int32)].add(probs * share, mode="drop")
+    return projected.reshape(leading + atoms_shape[:-1] + support.shape)
 
 
 def expected_value(probs, support):

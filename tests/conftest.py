@@ -32,7 +32,8 @@ def pytest_addoption(parser):
 QUICK_FILES = {"test_sac_losses.py", "test_td3.py", "test_tqc.py", "test_dsac_t.py", "test_crossq.py",
                "test_buffer.py", "test_networks.py", "test_optim.py", "test_normalization.py", "test_n_step.py",
                "test_loop.py", "test_validation.py", "test_provenance.py", "test_example_loss.py", "test_docs.py",
-               "test_lint.py", "test_contract.py", "test_planning.py", "test_data_parallel.py"}
+               "test_lint.py", "test_contract.py", "test_planning.py", "test_data_parallel.py",
+               "test_distributional.py"}
 # Single tests of other files: checkpoints (a silent change of values is caught; SAC's whole state round-trips
 # bitwise in the harness, with its other checks).
 QUICK_TESTS = {"test_rundir.py::test_a_checkpoint_whose_values_changed_silently_is_damaged",
