@@ -43,7 +43,7 @@ def test_a_nan_atom_makes_its_rows_projection_nan_for_the_loss_check():
 
 
 def test_the_cpu_program_never_builds_a_batch_by_atoms_by_bins_array():
-    """The dense form's [B, K, M] weights (42 MB at B = 1024, K = M = 101) made the projection a third of FastSAC's
+    """The dense form's [B, K, M] weights (42 MB at B = 1024, K = M = 101) made the projection over half of FastSAC's
     and FastTD3's CPU update; the scatter form needs the output and [B, K] shares only."""
     atoms, probs = jnp.zeros((1024, 101)), jnp.zeros((2, 1024, 101))
     compiled = jax.jit(categorical_projection).lower(atoms, probs, SUPPORT).compile()
