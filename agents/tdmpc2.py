@@ -356,7 +356,7 @@ def act(state: State, obs, key, cfg: Config, deterministic: bool = False, carry=
         return two_hot_inverse(model.apply(params, z, a, method="reward"), grid)
 
     def value(z, a):
-        return jnp.mean(two_hot_inverse(pair.apply(pair_params, z, a, method="q"), grid), axis=0)
+        return q_values(pair, pair_params, z, a, slice(None))[0]  # pair holds just the two heads
 
     def policy(z, key):
         return sample_policy(state.policy, state.policy_params, z, key)[0]
