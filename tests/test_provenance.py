@@ -66,10 +66,10 @@ def test_this_environment_is_installed_from_the_lock(repo_root):
 
 
 def test_the_installed_stack_is_byte_compiled():
-    """The README's install leaves a .pyc beside every module of the stack (pyproject's [tool.uv] compile-bytecode):
-    where PYTHONDONTWRITEBYTECODE is set (CI, these machines) Python writes none itself, and before 2026-12-06 every
-    process compiled jax's, flax's, brax's and MuJoCo Playground's sources again at import (`import jax` 3.8 s
-    instead of 1.6 on 2 cores; test_user_commands and test_rundir 217 s instead of 149)."""
+    """The README's install leaves a .pyc beside the stack's modules (pyproject's [tool.uv] compile-bytecode; these
+    six stand for the rest): where PYTHONDONTWRITEBYTECODE is set (CI, these machines) Python writes none itself,
+    and before 2026-12-06 every process compiled jax's, flax's, brax's and MuJoCo Playground's sources again at
+    import (`import jax` 3.8 s instead of 1.6 on 2 cores; test_user_commands and test_rundir 217 s instead of 149)."""
     import importlib.util
 
     import brax
