@@ -33,8 +33,9 @@ BASE = ["train", "--steps", "2000", "--eval-every", "1000", "--compilation-cache
 
 def commit_of(tree: str) -> str:
     out = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    dirty = subprocess.run(["git", "-C", tree, "status", "--porcelain", "--untracked-files=no"], capture_output=True,
-                           text=True).stdout.strip()
+    # bench/results/ aside: the results file this script appends to is in the after tree when it is this checkout.
+    dirty = subprocess.run(["git", "-C", tree, "status", "--porcelain", "--untracked-files=no", "--", ".",
+                            ":(exclude)bench/results"], capture_output=True, text=True).stdout.strip()
     return out.stdout.strip() + ("+changes" if dirty else "")
 
 
