@@ -19,6 +19,11 @@
 #      batch 512) on $GPU_SUITE_SAC_DMC_TASKS (default dmc/FingerSpin dmc/WalkerWalk dmc/WalkerRun dmc/ReacherHard),
 #      100k env steps, 3 seeds, one process per task (bench/reproduce_runs.py); their run directories come back
 #      without checkpoints in $OUT/reproduce_sac_dmc/, for `jaxrl reproduce sac_dmc --report-only --out ...` here.
+#   5. (part "brax", not in the default PARTS; run it alone, as its figures are timings) our SAC against Brax's SAC at
+#      the identical config (bench/sac_vs_brax.py: batch 256, 2x256, one update per env step) on $GPU_SUITE_BRAX_ENV
+#      (default dmc/CartpoleSwingup): one update of each alone (--updates-only), then training throughput and
+#      compile at $GPU_SUITE_BRAX_NUM_ENVS envs (default 16); its lines go to $OUT/sac_vs_brax_gpu.jsonl, for
+#      `python bench/sac_vs_brax.py --table` here.
 #
 # Both run at once, in up to 1 + $GPU_SUITE_JOBS processes, so that their XLA compiles (most of the time) overlap;
 # everything that runs on the device holds one lock (bench/devtime.py), so timed runs never share the device (but
@@ -43,6 +48,7 @@
 #   GPU_SUITE_AGENTS, GPU_SUITE_NUM_ENVS, GPU_SUITE_ENV   the throughput grid (defaults above)
 #   GPU_SUITE_CROSSQ_TASKS, GPU_SUITE_CROSSQ_STEPS (default 100000), GPU_SUITE_CROSSQ_SEEDS (3)   part "crossq"
 #   GPU_SUITE_SAC_DMC_TASKS, GPU_SUITE_SAC_DMC_STEPS (default 100000), GPU_SUITE_SAC_DMC_SEEDS (3)   part "sac_dmc"
+#   GPU_SUITE_BRAX_ENV, GPU_SUITE_BRAX_NUM_ENVS (default 16)   part "brax"
 #   GPU_SUITE_PYTHON     the interpreter (default python3); GPU_SUITE_SITE the install target (default /tmp/site)
 #   JAXRL_BENCH_SERIAL_COMPILE=1   one XLA compile at a time inside each process (default: a process compiles its
 #                        initial state and its timed programs in parallel threads)
@@ -58,6 +64,7 @@ PARTS=${GPU_SUITE_PARTS:-t1 throughput}
 AGENTS=${GPU_SUITE_AGENTS:-sac td3 dsac_t tqc simbav2 tdmpc2 fasttd3 fastsac}
 PY=${GPU_SUITE_PYTHON:-python3}
 SITE=${GPU_SUITE_SITE:-/tmp/site}
+BRAX_ENV=${GPU_SUITE_BRAX_ENV:-dmc/CartpoleSwingup}
 if [ "$SMOKE" = 1 ]; then
   JOBS=${GPU_SUITE_JOBS:-2}
   NUM_ENVS=${GPU_SUITE_NUM_ENVS:-2}
@@ -71,6 +78,9 @@ if [ "$SMOKE" = 1 ]; then
   SD_ARGS=(--steps "${GPU_SUITE_SAC_DMC_STEPS:-2000}" --seeds "${GPU_SUITE_SAC_DMC_SEEDS:-1}"
            --override "agent_config.hidden_sizes=[32, 32]" --override agent_config.batch_size=64
            --override loop.learning_starts=500 --override loop.eval_every=1000)
+  BRAX_NUM_ENVS=${GPU_SUITE_BRAX_NUM_ENVS:-2}
+  BRAX_UPDATE_ARGS=(--updates 64 --rounds 2)
+  BRAX_TRAIN_ARGS=(--updates 64)
 else
   JOBS=${GPU_SUITE_JOBS:-8}
   NUM_ENVS=${GPU_SUITE_NUM_ENVS:-1024 128 1}
@@ -82,6 +92,9 @@ else
   CQ_ARGS=(--steps "${GPU_SUITE_CROSSQ_STEPS:-100000}" --seeds "${GPU_SUITE_CROSSQ_SEEDS:-3}" --eval-every 10000)
   SD_TASKS=${GPU_SUITE_SAC_DMC_TASKS:-dmc/FingerSpin dmc/WalkerWalk dmc/WalkerRun dmc/ReacherHard}
   SD_ARGS=(--steps "${GPU_SUITE_SAC_DMC_STEPS:-100000}" --seeds "${GPU_SUITE_SAC_DMC_SEEDS:-3}")
+  BRAX_NUM_ENVS=${GPU_SUITE_BRAX_NUM_ENVS:-16}
+  BRAX_UPDATE_ARGS=()
+  BRAX_TRAIN_ARGS=()
 fi
 
 work=$(mktemp -d /tmp/gpu_suite.XXXXXX)
@@ -174,6 +187,15 @@ if [[ " $PARTS " == *" throughput "* ]]; then
     procs[$!]=throughput_$j
   done
 fi
+if [[ " $PARTS " == *" brax "* ]]; then  # one process after the other: the update alone, then training
+  brax_results=$(dirname "$LOGS")/sac_vs_brax_gpu.jsonl
+  read -r -a brax_num_envs <<< "$BRAX_NUM_ENVS"
+  (timeout -k 10 "$(left)" "$PY" bench/sac_vs_brax.py --updates-only --envs "$BRAX_ENV" "${BRAX_UPDATE_ARGS[@]}" \
+     --out "$brax_results"
+   timeout -k 10 "$(left)" "$PY" bench/sac_vs_brax.py --envs "$BRAX_ENV" --num-envs "${brax_num_envs[@]}" \
+     "${BRAX_TRAIN_ARGS[@]}" --out "$brax_results") > >(quiet) 2> "$LOGS/sac_vs_brax.err" &
+  procs[$!]=sac_vs_brax
+fi
 cq_dirs=()
 cq_left=$(( $(left) > 60 ? $(left) - 40 : 1 ))  # training parts: 40 s kept for collecting their run directories
 if [[ " $PARTS " == *" sac_dmc "* ]]; then
@@ -229,6 +251,20 @@ if [ ${#cq_dirs[@]} -gt 0 ]; then
   [ ${#reached[@]} -gt 0 ] && "$PY" bench/crossq_vs_sac.py --collect "${reached[@]}" "${carried[@]}" \
     --command "$command" --out "$RESULTS" > /dev/null 2> "$LOGS/crossq_collect.err"
   "$PY" bench/crossq_vs_sac.py --table "$RESULTS"
+fi
+if [[ " $PARTS " == *" brax "* && -s "$brax_results" ]]; then
+  # The device's copy of the tree has no .git: each line's provenance takes the commit that built .whl/.
+  [ -f .whl/checkout.json ] && "$PY" - "$brax_results" .whl/checkout.json <<'EOF'
+import json, sys
+rows = [json.loads(line) for line in open(sys.argv[1])]
+git = {**json.load(open(sys.argv[2])), "carried_from": "bench/gpu_carry.sh"}
+for row in rows:
+    if "provenance" in row and row["provenance"].get("commit") is None:
+        row["provenance"]["environment"]["git"], row["provenance"]["commit"] = git, git.get("commit")
+with open(sys.argv[1], "w") as f:
+    f.writelines(json.dumps(row) + "\n" for row in rows)
+EOF
+  "$PY" bench/sac_vs_brax.py --table "$brax_results"
 fi
 t1_flag=()
 [[ " $PARTS " == *" t1 "* ]] && t1_flag=(--t1 "$T1_NUM_ENVS")

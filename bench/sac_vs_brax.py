@@ -6,12 +6,20 @@
     python bench/sac_vs_brax.py --skip-brax --agents sac td3 ...  # our agents alone at SAC's settings
     python bench/sac_vs_brax.py --out bench/results/sac_vs_brax.jsonl   # also append the lines (with provenance)
     python bench/sac_vs_brax.py --table bench/results/sac_vs_brax.jsonl # the docs' table from such a file
+    python bench/sac_vs_brax.py --updates-only --envs dmc/CartpoleSwingup   # one update against Brax's, alone
 
 Prints one JSON line per (env, num_envs): steady-state training env steps/s of each (compile and
 evaluation excluded, as Brax's training/sps), compile seconds, the ratio; for ours also the loop overhead (a
 training chunk against the same env steps alone plus the same updates alone) and the update's achieved GFLOP/s
 next to a dense matmul measured in the same run. With ``--out`` each line also carries ``provenance``
 (``jaxrl.provenance.stamp``: the command, date, commit and environment block).
+``--updates-only`` times one gradient update of each side alone, in one process, the programs alternating round
+by round: our SAC's ``update``, the same with its actor and temperature reading the critics before this update's
+critic step (``make_update(actor_on_stepped_critics=False)``, Brax's order), and Brax's ``sgd_step`` (its alpha,
+critic and actor updates and the target's Polyak step, built from ``brax.training.agents.sac``'s losses as its
+``train`` builds them). Each program is a scan of ``--updates`` updates on fresh random batches of the env's sizes,
+so neither side's replay buffer or env is in the figure; each line gives the median and best ms per update, the
+FLOPs per update that XLA counts in each program, and the ratios.
 Settings on both sides: batch 256, 2x256 ReLU networks, 1 gradient update per env step, gamma 0.99, lr 3e-4.
 """
 from __future__ import annotations
@@ -132,6 +140,118 @@ def loop_overhead(agent, env, eval_env, agent_cfg, train_state, trainer, chunk_s
             "chunk_s": chunk_s, "update_ms": upd_s / n_updates * 1e3, "update_gflop": flops / 1e9,
             "update_gflops_per_s": flops * n_updates / upd_s / 1e9,
             "dense_matmul_gflops_per_s": 2 * 1024**3 / mm_s / 1e9}
+
+
+def matmul_chain_rate(rows: int, width: int, key, length: int = 2000) -> float:
+    """GFLOP/s of a chain of [rows, width] x [width, width] matmuls (the size of the updates' hidden layers), each
+    waiting for the one before, as a training step's layers do: the rate such matmuls get on this machine."""
+    x = jax.random.normal(key, (rows, width))
+    w = jax.random.normal(key, (width, width)) * (5 / 3) / width**0.5  # tanh's gain: the values stay O(1)
+    chain = jax.jit(lambda x: jax.lax.scan(lambda x, _: (jax.numpy.tanh(x @ w), None), x, None, length=length)[0])
+    timed(chain, x)
+    best = min(timed(chain, x)[1] for _ in range(5))
+    return 2 * rows * width * width * length / best / 1e9
+
+
+def updates_only(env_name: str, updates: int, rounds: int) -> dict:
+    """Median and best ms per gradient update of our SAC (as it is, and with Brax's order of the actor step) and of
+    Brax's ``sgd_step``, alternating round by round in this process (see the module docstring)."""
+    import optax
+    from brax.training import gradients
+    from brax.training.agents.sac import losses as brax_losses
+    from brax.training.agents.sac import networks as sac_networks
+    from brax.training.types import Transition
+
+    from agents.sac import make_update
+    from jaxrl.types import Batch
+
+    spec = envs.make(env_name, 1).spec
+    obs_size, action_size = spec.obs_size, spec.action_size
+    sac = get_agent("sac")
+    cfg = sac.Config(batch_size=BATCH, hidden_sizes=HIDDEN)
+    key = jax.random.PRNGKey(0)
+
+    def random_batch(key):
+        k_obs, k_action, k_reward, k_next = jax.random.split(key, 4)
+        return (jax.random.normal(k_obs, (BATCH, obs_size)),
+                jax.random.uniform(k_action, (BATCH, action_size), minval=-1.0, maxval=1.0),
+                jax.random.normal(k_reward, (BATCH,)), jax.random.normal(k_next, (BATCH, obs_size)))
+
+    def ours_batch(key):
+        obs, action, reward, next_obs = random_batch(key)
+        zeros = jax.numpy.zeros((BATCH,))
+        return Batch(obs=obs, action=action, reward=reward, next_obs=next_obs, terminated=zeros, truncated=zeros,
+                     discount=jax.numpy.full((BATCH,), cfg.gamma))
+
+    def brax_batch(key):
+        obs, action, reward, next_obs = random_batch(key)
+        return Transition(observation=obs, action=action, reward=reward, discount=jax.numpy.ones((BATCH,)),
+                          next_observation=next_obs,
+                          extras={"state_extras": {"truncation": jax.numpy.zeros((BATCH,))}, "policy_extras": {}})
+
+    networks = sac_networks.make_sac_networks(obs_size, action_size, hidden_layer_sizes=HIDDEN)
+    alpha_loss, critic_loss, actor_loss = brax_losses.make_losses(sac_network=networks, reward_scaling=1.0,
+                                                                 discounting=0.99, action_size=action_size)
+    adam = optax.adam(3e-4)
+    alpha_update, critic_update, actor_update = (gradients.gradient_update_fn(loss, adam, pmap_axis_name=None)
+                                                 for loss in (alpha_loss, critic_loss, actor_loss))
+
+    def brax_step(state, transitions, key):
+        """Brax's sgd_step (brax/training/agents/sac/train.py), without its normalizer and counters."""
+        key_alpha, key_critic, key_actor = jax.random.split(key, 3)
+        _, alpha_params, alpha_opt = alpha_update(state["alpha"], state["policy"], None, transitions, key_alpha,
+                                                  optimizer_state=state["alpha_opt"])
+        alpha = jax.numpy.exp(state["alpha"])
+        _, q_params, q_opt = critic_update(state["q"], state["policy"], None, state["target_q"], alpha, transitions,
+                                           key_critic, optimizer_state=state["q_opt"])
+        _, policy_params, policy_opt = actor_update(state["policy"], None, state["q"], alpha, transitions, key_actor,
+                                                    optimizer_state=state["policy_opt"])
+        target_q = jax.tree.map(lambda x, y: x * (1 - cfg.tau) + y * cfg.tau, state["target_q"], q_params)
+        return {"policy": policy_params, "q": q_params, "target_q": target_q, "alpha": alpha_params,
+                "policy_opt": policy_opt, "q_opt": q_opt, "alpha_opt": alpha_opt}
+
+    policy_params, q_params = networks.policy_network.init(key), networks.q_network.init(key)
+    log_alpha = jax.numpy.zeros(())
+    brax_state = {"policy": policy_params, "q": q_params, "target_q": q_params, "alpha": log_alpha,
+                  "policy_opt": adam.init(policy_params), "q_opt": adam.init(q_params),
+                  "alpha_opt": adam.init(log_alpha)}
+    our_state = sac.init(key, spec, cfg)
+    pre_step_update = make_update(actor_on_stepped_critics=False)
+    sides = {"ours": (lambda s, b, k: sac.update(s, b, k, cfg)[0], ours_batch, our_state),
+             "ours_pre_step_critics": (lambda s, b, k: pre_step_update(s, b, k, cfg)[0], ours_batch, our_state),
+             "brax": (brax_step, brax_batch, brax_state)}
+
+    def scanned(step, make_batch):
+        def run(state, key):
+            def body(state, key):
+                batch_key, update_key = jax.random.split(key)
+                return step(state, make_batch(batch_key), update_key), None
+
+            return jax.lax.scan(body, state, jax.random.split(key, updates))[0]
+
+        return jax.jit(run)
+
+    programs, flops = {}, {}
+    for name, (step, make_batch, state) in sides.items():
+        programs[name] = scanned(step, make_batch).lower(state, key).compile()
+        timed(programs[name], state, key)  # warm-up
+        cost = jax.jit(step).lower(state, make_batch(key), key).compile().cost_analysis()
+        flops[name] = (cost[0] if isinstance(cost, list) else cost).get("flops", float("nan"))
+    times = {name: [] for name in sides}
+    for _ in range(rounds):
+        for name, (_, _, state) in sides.items():
+            times[name].append(timed(programs[name], state, key)[1] / updates * 1e3)
+    row = {"kind": "updates_only", "env": env_name, "obs_size": obs_size, "action_size": action_size,
+           "updates": updates, "rounds": rounds, "cores": len(os.sched_getaffinity(0))}  # `taskset -c 0`: 1
+    for name in sides:
+        ms = sorted(times[name])
+        row.update({f"{name}_update_ms_median": ms[len(ms) // 2], f"{name}_update_ms_best": ms[0],
+                    f"{name}_update_gflop": flops[name] / 1e9, f"{name}_update_ms_rounds": times[name]})
+    row["brax_over_ours"] = row["brax_update_ms_median"] / row["ours_update_ms_median"]
+    row["matmul_256_gflops_per_s"] = matmul_chain_rate(BATCH, HIDDEN[0], key)
+    row["brax_over_ours_pre_step_critics"] = (row["brax_update_ms_median"]
+                                              / row["ours_pre_step_critics_update_ms_median"])
+    return row
 
 
 def brax_environment(env_name: str) -> tuple[object, dict]:
@@ -266,13 +386,32 @@ def score_table(rows: list[dict]) -> list[str]:
     return lines
 
 
+def updates_table(rows: list[dict]) -> list[str]:
+    lines = ["| env | cores | rounds × updates | ours ms (best) | ours, actor on the pre-step critics, ms (best) | "
+             "Brax's ms (best) | GFLOP per update: ours, pre-step, Brax's | Brax's ms / ours | Brax's ms / pre-step | "
+             "GFLOP/s: ours, Brax's (a chain of 256-row matmuls') |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ms = {side: f"{r[side + '_update_ms_median']:.2f} ({r[side + '_update_ms_best']:.2f})"
+              for side in ("ours", "ours_pre_step_critics", "brax")}
+        gflop = ", ".join(f"{r[side + '_update_gflop']:.3f}" for side in ("ours", "ours_pre_step_critics", "brax"))
+        rate = ", ".join(f"{r[side + '_update_gflop'] / r[side + '_update_ms_median'] * 1e3:.0f}"
+                         for side in ("ours", "brax"))
+        lines.append(f"| `{r['env']}` | {r['cores']} | {r['rounds']} × {r['updates']} | {ms['ours']} | "
+                     f"{ms['ours_pre_step_critics']} | {ms['brax']} | {gflop} | {r['brax_over_ours']:.2f}x | "
+                     f"{r['brax_over_ours_pre_step_critics']:.2f}x | {rate} ({r['matmul_256_gflops_per_s']:.0f}) |")
+    return lines
+
+
 def table(path: str) -> str:
     """The docs' tables of a results file, by the kind of lines it holds: SAC against Brax (lines with a
-    ratio), our agents alone (``--skip-brax``), and time to a score (``--time-to-score``)."""
+    ratio), our agents alone (``--skip-brax``), time to a score (``--time-to-score``) and one update alone
+    (``--updates-only``)."""
     rows = [json.loads(line) for line in open(path)]
+    updates = [r for r in rows if r.get("kind") == "updates_only"]
+    rows = [r for r in rows if r.get("kind") != "updates_only"]
     kinds = [(brax_table, [r for r in rows if "ratio" in r]),
              (agents_table, [r for r in rows if "score" not in r and "ratio" not in r]),
-             (score_table, [r for r in rows if "score" in r])]
+             (score_table, [r for r in rows if "score" in r]), (updates_table, updates)]
     return "\n\n".join("\n".join(make(some)) for make, some in kinds if some)
 
 
@@ -288,6 +427,9 @@ def main():
     parser.add_argument("--max-steps", type=int, default=150_000)
     parser.add_argument("--out", default=None, help="also append the JSON lines (with provenance) to this file")
     parser.add_argument("--table", default=None, metavar="JSONL", help="print the docs' table of a results file")
+    parser.add_argument("--updates-only", action="store_true",
+                        help="time one update of each side alone (the module docstring); --updates per round")
+    parser.add_argument("--rounds", type=int, default=7, help="--updates-only: rounds, the programs alternating")
     parser.add_argument("--extra", nargs=argparse.REMAINDER, default=[], help="flags for jaxrl train (time-to-score)")
     args = parser.parse_args()
     if args.table:
@@ -305,6 +447,10 @@ def main():
             with open(args.out, "a") as f:
                 f.write(json.dumps({**row, "provenance": stamp}) + "\n")
 
+    if args.updates_only:
+        for env_name in args.envs:
+            emit(updates_only(env_name, args.updates, args.rounds))
+        return
     if args.time_to_score is not None:
         for env_name in args.envs:
             emit(time_to_score(env_name, args.time_to_score, args.num_envs[0], args.max_steps, args.extra))

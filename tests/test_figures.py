@@ -26,6 +26,7 @@ GENERATORS = [
     ["bench/startup.py", "--table", "bench/results/startup_cpu.jsonl"],
     ["bench/cli_pace.py", "--table", "bench/results/cli_pace.jsonl"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/sac_vs_brax_compile.jsonl"],
+    ["bench/sac_vs_brax.py", "--table", "bench/results/sac_vs_brax_updates.jsonl"],
     ["bench/crossq_vs_sac.py", "--table", "bench/results/crossq_vs_sac_cpu.jsonl", "--cost",
      "bench/results/crossq_vs_sac_cpu_cost.jsonl"],
     ["bench/sweep_vs_sequential.py", "--table", "bench/results/sweep_vs_sequential.jsonl"],
@@ -65,7 +66,7 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
 @pytest.mark.parametrize("name", ["compile_time", "every_agent_speed", "time_to_score", "sac_vs_brax",
                                   "sweep_vs_sequential", "vs_sbx", "massive_cpu", "crossq_vs_sac_cpu",
                                   "crossq_vs_sac_cpu_cost", "data_parallel_cpu", "startup_cpu",
-                                  "sac_vs_brax_compile", "cli_pace"])
+                                  "sac_vs_brax_compile", "cli_pace", "sac_vs_brax_updates"])
 def test_each_speed_results_line_says_what_measured_it(repo_root, name):
     with open(os.path.join(repo_root, "bench", "results", f"{name}.jsonl")) as f:
         rows = [json.loads(line) for line in f]
