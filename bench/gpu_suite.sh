@@ -44,7 +44,8 @@
 #   GPU_SUITE_BUDGET_S   seconds for the whole suite, install included (default 480); settings that would end
 #                        later are skipped, processes still running at the end are stopped
 #   GPU_SUITE_JOBS       throughput processes (default 8; the machine has 16 cores)
-#   GPU_SUITE_PARTS      "t1 throughput" (default) or either one
+#   GPU_SUITE_PARTS      "t1 throughput" (default), or any of t1, throughput, crossq, sac_dmc, brax (brax alone:
+#                        its figures are timings, and nothing else may share the device meanwhile)
 #   GPU_SUITE_AGENTS, GPU_SUITE_NUM_ENVS, GPU_SUITE_ENV   the throughput grid (defaults above)
 #   GPU_SUITE_CROSSQ_TASKS, GPU_SUITE_CROSSQ_STEPS (default 100000), GPU_SUITE_CROSSQ_SEEDS (3)   part "crossq"
 #   GPU_SUITE_SAC_DMC_TASKS, GPU_SUITE_SAC_DMC_STEPS (default 100000), GPU_SUITE_SAC_DMC_SEEDS (3)   part "sac_dmc"
@@ -187,13 +188,25 @@ if [[ " $PARTS " == *" throughput "* ]]; then
     procs[$!]=throughput_$j
   done
 fi
-if [[ " $PARTS " == *" brax "* ]]; then  # one process after the other: the update alone, then training
+# Part "brax": the update alone, then training, one process after the other. A function in a subshell of its own,
+# so that a TERM from cleanup reaches the running `timeout`, and the first failure is the part's exit status.
+brax_part() {
+  local rc=0 child=""
+  trap 'kill "$child" 2>/dev/null; exit 143' TERM
+  timeout -k 10 "$(left)" "$PY" bench/sac_vs_brax.py --updates-only --envs "$BRAX_ENV" "${BRAX_UPDATE_ARGS[@]}" \
+    --out "$brax_results" &
+  child=$!
+  wait "$child" || rc=$?
+  timeout -k 10 "$(left)" "$PY" bench/sac_vs_brax.py --envs "$BRAX_ENV" --num-envs "${brax_num_envs[@]}" \
+    "${BRAX_TRAIN_ARGS[@]}" --out "$brax_results" &
+  child=$!
+  wait "$child" || { local second=$?; [ "$rc" = 0 ] && rc=$second; }
+  return "$rc"
+}
+if [[ " $PARTS " == *" brax "* ]]; then
   brax_results=$(dirname "$LOGS")/sac_vs_brax_gpu.jsonl
   read -r -a brax_num_envs <<< "$BRAX_NUM_ENVS"
-  (timeout -k 10 "$(left)" "$PY" bench/sac_vs_brax.py --updates-only --envs "$BRAX_ENV" "${BRAX_UPDATE_ARGS[@]}" \
-     --out "$brax_results"
-   timeout -k 10 "$(left)" "$PY" bench/sac_vs_brax.py --envs "$BRAX_ENV" --num-envs "${brax_num_envs[@]}" \
-     "${BRAX_TRAIN_ARGS[@]}" --out "$brax_results") > >(quiet) 2> "$LOGS/sac_vs_brax.err" &
+  (brax_part) > >(quiet) 2> "$LOGS/sac_vs_brax.err" &
   procs[$!]=sac_vs_brax
 fi
 cq_dirs=()

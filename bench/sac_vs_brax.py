@@ -206,7 +206,7 @@ def updates_only(env_name: str, updates: int, rounds: int) -> dict:
                                            key_critic, optimizer_state=state["q_opt"])
         _, policy_params, policy_opt = actor_update(state["policy"], None, state["q"], alpha, transitions, key_actor,
                                                     optimizer_state=state["policy_opt"])
-        target_q = jax.tree.map(lambda x, y: x * (1 - cfg.tau) + y * cfg.tau, state["target_q"], q_params)
+        target_q = jax.tree.map(lambda x, y: x * (1 - 0.005) + y * 0.005, state["target_q"], q_params)  # Brax's tau
         return {"policy": policy_params, "q": q_params, "target_q": target_q, "alpha": alpha_params,
                 "policy_opt": policy_opt, "q_opt": q_opt, "alpha_opt": alpha_opt}
 
@@ -242,7 +242,8 @@ def updates_only(env_name: str, updates: int, rounds: int) -> dict:
         for name, (_, _, state) in sides.items():
             times[name].append(timed(programs[name], state, key)[1] / updates * 1e3)
     row = {"kind": "updates_only", "env": env_name, "obs_size": obs_size, "action_size": action_size,
-           "updates": updates, "rounds": rounds, "cores": len(os.sched_getaffinity(0))}  # `taskset -c 0`: 1
+           "updates": updates, "rounds": rounds, "device": jax.devices()[0].device_kind,
+           "cores": len(os.sched_getaffinity(0))}  # `taskset -c 0`: 1
     for name in sides:
         ms = sorted(times[name])
         row.update({f"{name}_update_ms_median": ms[len(ms) // 2], f"{name}_update_ms_best": ms[0],
@@ -387,16 +388,19 @@ def score_table(rows: list[dict]) -> list[str]:
 
 
 def updates_table(rows: list[dict]) -> list[str]:
-    lines = ["| env | cores | rounds × updates | ours ms (best) | ours, actor on the pre-step critics, ms (best) | "
-             "Brax's ms (best) | GFLOP per update: ours, pre-step, Brax's | Brax's ms / ours | Brax's ms / pre-step | "
-             "GFLOP/s: ours, Brax's (a chain of 256-row matmuls') |", "|---|---|---|---|---|---|---|---|---|---|"]
+    header = ["env", "device, cores", "rounds × updates", "ours ms (best)",
+              "ours, actor on the pre-step critics, ms (best)", "Brax's ms (best)",
+              "GFLOP per update: ours, pre-step, Brax's", "Brax's ms / ours", "Brax's ms / pre-step",
+              "GFLOP/s: ours, Brax's (a chain of 256-row matmuls')"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for r in rows:
         ms = {side: f"{r[side + '_update_ms_median']:.2f} ({r[side + '_update_ms_best']:.2f})"
               for side in ("ours", "ours_pre_step_critics", "brax")}
         gflop = ", ".join(f"{r[side + '_update_gflop']:.3f}" for side in ("ours", "ours_pre_step_critics", "brax"))
         rate = ", ".join(f"{r[side + '_update_gflop'] / r[side + '_update_ms_median'] * 1e3:.0f}"
                          for side in ("ours", "brax"))
-        lines.append(f"| `{r['env']}` | {r['cores']} | {r['rounds']} × {r['updates']} | {ms['ours']} | "
+        device = r.get("device") or r["provenance"]["environment"]["devices"]["kind"]  # lines before the field
+        lines.append(f"| `{r['env']}` | {device}, {r['cores']} | {r['rounds']} × {r['updates']} | {ms['ours']} | "
                      f"{ms['ours_pre_step_critics']} | {ms['brax']} | {gflop} | {r['brax_over_ours']:.2f}x | "
                      f"{r['brax_over_ours_pre_step_critics']:.2f}x | {rate} ({r['matmul_256_gflops_per_s']:.0f}) |")
     return lines
