@@ -14,8 +14,8 @@ training chunk against the same env steps alone plus the same updates alone) and
 next to a dense matmul measured in the same run. With ``--out`` each line also carries ``provenance``
 (``jaxrl.provenance.stamp``: the command, date, commit and environment block).
 ``--updates-only`` times one gradient update of each side alone, in one process, the programs alternating round
-by round: our SAC's ``update``, the same with its actor and temperature reading the critics before this update's
-critic step (``make_update(actor_on_stepped_critics=False)``, Brax's order), and Brax's ``sgd_step`` (its alpha,
+by round: our SAC's ``update``; the same with its actor loss reading the critics as they were before this update's
+critic step (``make_update(actor_on_stepped_critics=False)``, Brax's order); and Brax's ``sgd_step`` (its alpha,
 critic and actor updates and the target's Polyak step, built from ``brax.training.agents.sac``'s losses as its
 ``train`` builds them). Each program is a scan of ``--updates`` updates on fresh random batches of the env's sizes,
 so neither side's replay buffer or env is in the figure; each line gives the median and best ms per update, the

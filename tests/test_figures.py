@@ -100,3 +100,24 @@ def test_nothing_users_get_points_outside_the_repository(repo_root):
                      or "PLUGINS.md" in open(os.path.join(repo_root, name)).read())]
     assert pointing == []
     assert os.path.exists(os.path.join(repo_root, "docs", "sources.md"))
+
+
+def test_startup_labels_a_tree_dirty_by_its_code_not_by_the_results_file_it_appends_to(tmp_path, repo_root):
+    """bench/startup.py appends each run's line to bench/results/ of the after tree (this checkout) before it labels
+    that tree: the results file alone must not make it "+changes", a changed source file must."""
+    sys.path.insert(0, os.path.join(repo_root, "bench"))
+    try:
+        import startup
+    finally:
+        sys.path.pop(0)
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "bench" / "results").mkdir(parents=True)
+    (tmp_path / "bench" / "results" / "startup_cpu.jsonl").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    subprocess.run(git[:3] + ["init", "-q"], check=True)
+    subprocess.run(git + ["add", "-A"], check=True)
+    subprocess.run(git + ["commit", "-q", "-m", "init"], check=True)
+    (tmp_path / "bench" / "results" / "startup_cpu.jsonl").write_text("{}\n{}\n")
+    assert not startup.commit_of(str(tmp_path)).endswith("+changes")
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert startup.commit_of(str(tmp_path)).endswith("+changes")
