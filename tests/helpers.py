@@ -199,7 +199,9 @@ def wandb_offline_runs(run_dir):
     from wandb.proto import wandb_internal_pb2 as pb
 
     runs = []
-    for path in sorted(glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb"))):
+    # By last write, not by name: once in a full suite run the directory names sorted the resumed run first
+    # (test_a_resumed_wandb_run_skips...); each run here finishes before the next starts, so write order is start order.
+    for path in sorted(glob.glob(os.path.join(run_dir, "wandb", "offline-run-*", "run-*.wandb")), key=os.path.getmtime):
         data = open(path, "rb").read()
         assert data[:4] == b":W&B", path
         pos, pending, records = 7, b"", []
