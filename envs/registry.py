@@ -38,8 +38,8 @@ BRAX_NON_TERMINATING = {"halfcheetah", "reacher", "pusher", "swimmer", "fast"}
 # with bench/defaults.py (3 seeds per agent and task; docs/benchmarks/defaults.md), not copied:
 #   dmc:  action repeat 2 with 2 updates per agent decision (1 per simulator step, as before): SimbaV2's DMC
 #         protocol; the SAC and TD-MPC2 papers' DMC baselines also repeat actions twice. At 20k env steps it lifted
-#         SAC and TD3 on all three DMC tasks of the table (CartpoleBalance 710 -> 997 for SAC) at the same cost;
-#         action repeat 2 alone (half the updates) lost on CartpoleSwingup.
+#         SAC on all three DMC tasks of the table (CartpoleBalance 710 -> 997) and TD3 on CartpoleBalance (472 -> 547,
+#         its other two level) at the same cost; action repeat 2 alone (half the updates) lost on CartpoleSwingup.
 #   brax: none. Brax's and Playground's recipes normalise observations; here that sped SAC up on
 #         inverted_pendulum but cost it two thirds of its return on inverted_double_pendulum, so it stays a flag.
 #   toy:  none.
