@@ -41,7 +41,7 @@ BRAX_NON_TERMINATING = {"halfcheetah", "reacher", "pusher", "swimmer", "fast"}
 #         SAC on all three DMC tasks of the table (CartpoleBalance 710 -> 997) and TD3 on CartpoleBalance (472 -> 547,
 #         its other two level) at the same cost; action repeat 2 alone (half the updates) lost on CartpoleSwingup.
 #   brax: none. Brax's and Playground's recipes normalise observations; here that sped SAC up on
-#         inverted_pendulum but cost it two thirds of its return on inverted_double_pendulum, so it stays a flag.
+#         inverted_pendulum but cost it half its return on inverted_double_pendulum, so it stays a flag.
 #   toy:  none.
 #   locomotion, manipulation: none yet (nothing measured; the massively parallel recipe is issue 14's named configs).
 SUITE_LOOP_DEFAULTS: Mapping[str, Mapping[str, Any]] = MappingProxyType({
