@@ -28,9 +28,9 @@ policy, lr 1e-4 (critics, policy) and 3e-4 (alpha), alpha_0 = e, entropy target 
 them); the actor and alpha gradients are taken with the critics from before this iteration's critic step. Loop
 defaults (``AGENT.loop_defaults``): 20 envs and 1 update per 20 env steps (the official 20 env steps per iteration),
 10k warm-up transitions from the initial stochastic policy, no action repeat on any suite (the official schedule is
-per simulator step; the ``dmc/`` suite's repeat of 2 cost it 405 -> 372 on CartpoleBalance in bench/defaults.py,
-since the same updates per decision are then half as many per env step). For curves comparable with SAC/TD3 at 1M
-env steps (1 update per env step) pass ``--updates-per-step 1``. Deviations:
+per simulator step; the ``dmc/`` suite's repeat of 2 gained it nothing, 405 -> 403 on CartpoleBalance in
+bench/defaults.py, since the same updates per decision are then half as many per env step). For curves comparable
+with SAC/TD3 at 1M env steps (1 update per env step) pass ``--updates-per-step 1``. Deviations:
   * lecun_uniform init with zero biases (Brax) rather than PyTorch's default;
   * the 20 env steps per iteration come from 20 batched envs, one step each, not 20 steps of one env.
 """
