@@ -10,12 +10,15 @@ whole experiment is both sweeps with every member on seed R. Per repeat: the pop
 return, the median member's final return, the best evaluation any member reached, and the program's wall time
 (compile + run). The cost of one exploit/explore step is timed on PBT's final trained state: the step's own
 compiled function with ``due`` true against false (a chunk end without PBT's copy), median of 30 calls; against
-the chunk's run time. Writes ``bench/results/issue35_pbt_vs_grid.csv``.
+the chunk's run time. Writes ``bench/results/issue35_pbt_vs_grid.json``: the rows (each with the commit its sweep's
+``results.csv`` names) and ``provenance`` (``jaxrl.provenance.stamp``: the command, date, commit and environment block
+of the process that measured them).
 """
 from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import re
 import statistics
@@ -63,8 +66,6 @@ def exploit_explore_ms(group_dir: str, reps: int = 30) -> tuple[float, float]:
 
 
 def row_for(method: str, seed: int, out: str) -> dict:
-    import json
-
     with open(os.path.join(out, "results.csv"), newline="") as f:
         members = list(csv.DictReader(f))
     final = np.array([float(m["final_eval_return"]) for m in members])
@@ -75,7 +76,7 @@ def row_for(method: str, seed: int, out: str) -> dict:
     row = {"method": method, "seed": seed, "members": len(members), "env_steps": int(members[0]["env_steps"]),
            "best_final": final.max(), "median_final": float(np.median(final)), "best_ever": best.max(),
            "compile_s": summary["compile_s"], "run_s": summary["run_s"],
-           "chunks": summary["env_steps"] // 1000}
+           "chunks": summary["env_steps"] // 1000, "commit": members[0].get("commit", "")}
     if method == "pbt":
         with_step, without = exploit_explore_ms(os.path.join(out, "groups", group))
         row.update(exploit_explore_ms=with_step, chunk_end_ms=without,
@@ -83,10 +84,11 @@ def row_for(method: str, seed: int, out: str) -> dict:
     return row
 
 
-def markdown(path: str = os.path.join(RESULTS, "issue35_pbt_vs_grid.csv")) -> str:
-    """The docs' table of the committed CSV: per method, mean ± std over the repeats (and each repeat's value)."""
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
+def markdown(path: str = os.path.join(RESULTS, "issue35_pbt_vs_grid.json")) -> str:
+    """The docs' table of the committed results: per method, mean ± std over the repeats (and each repeat's value),
+    then PBT's cost and copies."""
+    with open(path) as f:
+        rows = json.load(f)["rows"]
 
     def stat(rows, name, each=True, unit=""):
         values = np.array([float(r[name]) for r in rows])
@@ -100,6 +102,12 @@ def markdown(path: str = os.path.join(RESULTS, "issue35_pbt_vs_grid.csv")) -> st
         lines.append(f"| {'PBT' if method == 'pbt' else method} | {stat(mine, 'best_final')} | "
                      f"{stat(mine, 'median_final')} | {stat(mine, 'best_ever', each=False)} | "
                      f"{stat(mine, 'run_s', unit=' s')} |")
+    pbt = [r for r in rows if r["method"] == "pbt"]
+    if pbt:
+        lines += ["", f"PBT's cost: one exploit/explore step {np.mean([r['exploit_explore_ms'] for r in pbt]):.0f} ms "
+                      f"against {np.mean([r['chunk_end_ms'] for r in pbt]):.0f} ms for the same compiled chunk end "
+                      f"without it, a chunk of training {np.mean([r['run_s'] / r['chunks'] for r in pbt]):.0f} s; "
+                      f"{np.mean([r['copies'] for r in pbt]):.0f} copies per run."]
     return "\n".join(lines)
 
 
@@ -115,7 +123,12 @@ def main() -> int:
         print(markdown())
         return 0
     sys.path.insert(0, ROOT)
+    import jax  # noqa: F401 - imported before the stamp so that it records the device
+
     from experiments import sweep as sweep_lib
+    from jaxrl import provenance
+
+    stamp = provenance.stamp()  # what measured the rows: command, date, commit, environment
 
     os.makedirs(args.out, exist_ok=True)
     rows = []
@@ -128,11 +141,10 @@ def main() -> int:
                 print(f"{method} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
             if os.path.exists(os.path.join(out, "results.csv")):
                 rows.append(row_for(method, seed, out))
-    columns = list(dict.fromkeys(k for r in rows for k in r))
-    with open(os.path.join(RESULTS, "issue35_pbt_vs_grid.csv"), "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        writer.writerows(rows)
+    with open(os.path.join(RESULTS, "issue35_pbt_vs_grid.json"), "w") as f:
+        json.dump({"provenance": stamp, "rows": [{k: (float(v) if isinstance(v, np.floating) else v)
+                                                  for k, v in r.items()} for r in rows]}, f, indent=1)
+        f.write("\n")
     for method in args.methods:
         mine = [r for r in rows if r["method"] == method]
         if not mine:
