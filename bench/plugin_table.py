@@ -1,10 +1,13 @@
-"""Issues 33 and 34's comparison table: each paper plug-in against its base agent, from the sweeps' results.csv files.
+"""Issues 33 and 34's comparison table: each paper plug-in against its base agent, from the sweeps' results.
 
-    python bench/plugin_table.py                 # the CSVs committed under bench/results/
+    python bench/plugin_table.py                 # the results committed under bench/results/
     python bench/plugin_table.py --markdown      # the same as the docs' table
 
 Each pair ran through ``jaxrl sweep`` with the same env, env-step budget, seeds and loop (the sweep files beside the
-CSVs: ``bench/results/issue33_*.toml``, ``issue34_*.toml``, ``aql_swingup_*.toml``). Columns: the final and the best
+results: ``bench/results/issue33_*.toml``, ``issue34_*.toml``, ``aql_swingup_*.toml``). A sweep's results are
+``NAME.json`` where ``python bench/plugin_sweeps.py NAME`` measured them (its rows with the command, date, commit and
+environment block that produced them), else the sweep's bare ``results.csv`` copied as ``NAME.csv`` before results
+recorded their stack: such rows are marked †. Columns: the final and the best
 evaluation return (mean +- std over the 3 seeds, and the seeds' values), and the wall time per env step and member
 of the program that trained them all at once (compile excluded: ``run_s / env_steps / members``), with its ratio to
 the base's.
@@ -13,34 +16,42 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 
 import numpy as np
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 
-# (plug-in, its results, the base, the base's results, the task and budget)
+# (plug-in, its results, the base, the base's results, the task and budget); results by sweep name (see read)
 PAIRS = [
-    ("AQ-SAC", "aql_swingup_aq_sac.csv", "SAC", "aql_swingup_sac.csv", "dmc/CartpoleSwingup, 50k"),
-    ("AQ-TD3", "issue33_swingup_aq_td3.csv", "TD3", "issue33_swingup_td3.csv", "dmc/CartpoleSwingup, 50k"),
-    ("ARO-DDPG", "issue33_swingup_aro_ddpg.csv", "TD3", "issue33_swingup_td3.csv", "dmc/CartpoleSwingup, 50k"),
-    ("BL-SAC (inferred)", "issue33_swingup_bl_sac.csv", "SAC", "aql_swingup_sac.csv", "dmc/CartpoleSwingup, 50k"),
-    ("DR-SAC", "issue33_pendulum_dr_sac.csv", "SAC", "issue33_pendulum_sac.csv", "toy/Pendulum, 20k (nominal)"),
-    ("DSAC-v1 (switches off)", "issue33_pendulum_dsac_v1.csv", "DSAC-T", "issue33_pendulum_dsac_t.csv",
+    ("AQ-SAC", "aql_swingup_aq_sac", "SAC", "aql_swingup_sac", "dmc/CartpoleSwingup, 50k"),
+    ("AQ-TD3", "issue33_swingup_aq_td3", "TD3", "issue33_swingup_td3", "dmc/CartpoleSwingup, 50k"),
+    ("ARO-DDPG", "issue33_swingup_aro_ddpg", "TD3", "issue33_swingup_td3", "dmc/CartpoleSwingup, 50k"),
+    ("BL-SAC (inferred)", "issue33_swingup_bl_sac", "SAC", "aql_swingup_sac", "dmc/CartpoleSwingup, 50k"),
+    ("DR-SAC", "issue33_pendulum_dr_sac", "SAC", "issue33_pendulum_sac", "toy/Pendulum, 20k (nominal)"),
+    ("DSAC-v1 (switches off)", "issue33_pendulum_dsac_v1", "DSAC-T", "issue33_pendulum_dsac_t",
      "toy/Pendulum, 20k, 1 update / step"),
-    ("DSAC-v1 (switches off)", "issue33_swingup_dsac_v1.csv", "DSAC-T", "issue33_swingup_dsac_t.csv",
+    ("DSAC-v1 (switches off)", "issue33_swingup_dsac_v1", "DSAC-T", "issue33_swingup_dsac_t",
      "dmc/CartpoleSwingup, 50k, 1/20 update / step"),
-    ("ACE", "issue34_finger_ace.csv", "SAC", "issue34_finger_sac.csv", "dmc/FingerSpin, 40k"),
+    ("ACE", "issue34_finger_ace", "SAC", "issue34_finger_sac", "dmc/FingerSpin, 40k"),
     # TD3 rerun from issue33_swingup_td3.toml on the day Symphony ran (the install had changed since issue 33's run,
     # and with it TD3's numbers): the pair shares its libraries.
-    ("Symphony (width 256)", "issue34_swingup_symphony.csv", "TD3 (rerun)", "issue34_swingup_td3.csv",
+    ("Symphony (width 256)", "issue34_swingup_symphony", "TD3 (rerun)", "issue34_swingup_td3",
      "dmc/CartpoleSwingup, 50k"),
 ]
 
 
-def read(name: str) -> list[dict[str, str]] | None:
+def read(name: str) -> tuple[list[dict[str, str]], bool] | None:
+    """(the sweep's results.csv rows, whether a stamp says what measured them); None where never measured."""
     path = os.path.join(RESULTS, name)
-    return list(csv.DictReader(open(path))) if os.path.exists(path) else None
+    if os.path.exists(f"{path}.json"):
+        with open(f"{path}.json") as f:
+            return json.load(f)["rows"], True
+    if os.path.exists(f"{path}.csv"):
+        with open(f"{path}.csv", newline="") as f:
+            return list(csv.DictReader(f)), False
+    return None
 
 
 def returns(rows, field: str) -> str:
@@ -57,7 +68,7 @@ def ms_per_step(rows) -> float:
 def groups(rows) -> dict[str, list[dict[str, str]]]:
     """Members by their swept values (a results.csv has one column per swept field after the fixed ones)."""
     fixed = {"member", "member_id", "group", "member_in_group", "env", "seed", "final_eval_return",
-             "best_eval_return", "env_steps", "compile_s", "run_s", "group_members"}
+             "best_eval_return", "env_steps", "compile_s", "run_s", "group_members", "commit"}
     swept = [f for f in rows[0] if f not in fixed]
     out: dict[str, list[dict[str, str]]] = {}
     for row in rows:
@@ -71,18 +82,19 @@ def main() -> None:
     args = parser.parse_args()
     header = ["plug-in", "base", "task, env steps", "final return", "best return", "ms / env step / member (ratio)"]
     lines, previous_base = [], None
-    for name, plugin_csv, base_name, base_csv, task in PAIRS:
-        plugin, base = read(plugin_csv), read(base_csv)
-        if plugin is None or base is None:
+    for name, plugin_results, base_name, base_results, task in PAIRS:
+        plugin_read, base_read = read(plugin_results), read(base_results)
+        if plugin_read is None or base_read is None:
             lines.append([name, base_name, task, "not measured", "", ""])
             continue
-        if base_csv != previous_base:  # the base above its plug-ins
-            previous_base = base_csv
-            lines.append([base_name, "", task, returns(base, "final_eval_return"),
+        (plugin, plugin_stamped), (base, base_stamped) = plugin_read, base_read
+        if base_results != previous_base:  # the base above its plug-ins
+            previous_base = base_results
+            lines.append([base_name + ("" if base_stamped else " †"), "", task, returns(base, "final_eval_return"),
                           returns(base, "best_eval_return"), f"{ms_per_step(base):.2f}"])
         for label, rows in groups(plugin).items():
-            lines.append([f"{name} {label}".strip(), base_name, task, returns(rows, "final_eval_return"),
-                          returns(rows, "best_eval_return"),
+            lines.append([f"{name} {label}".strip() + ("" if plugin_stamped else " †"), base_name, task,
+                          returns(rows, "final_eval_return"), returns(rows, "best_eval_return"),
                           f"{ms_per_step(rows):.2f} ({ms_per_step(rows) / ms_per_step(base):.2f}x)"])
     if args.markdown:
         print("| " + " | ".join(header) + " |")
