@@ -87,6 +87,50 @@ def test_the_reproduction_results_say_what_measured_them(repo_root):
         assert len(row["returns"]) == row["seeds"] == 3 and block["git"]["commit"] and block["packages"]["jax"]
 
 
+def stamped_results(repo_root) -> dict[str, dict]:
+    """{name: content} of the results files that hold rows beside their stamp (the PBT table's, the plug-in
+    comparison's sweeps)."""
+    out = {}
+    for path in sorted(glob.glob(os.path.join(repo_root, "bench", "results", "*.json"))):
+        with open(path) as f:
+            content = json.load(f)
+        if isinstance(content, dict) and "rows" in content and "provenance" in content:
+            out[os.path.basename(path)] = content
+    return out
+
+
+def test_each_stamped_results_file_says_what_measured_it_and_its_rows_agree(repo_root):
+    """A stamped file's rows were measured by the code its stamp names: each sweep row's own commit (the sweep's
+    results.csv column) is the stamp's, and a plug-in sweep's file names the sweep file it ran."""
+    stamped = stamped_results(repo_root)
+    assert "issue35_pbt_vs_grid.json" in stamped
+    for name, content in stamped.items():
+        stamp = content["provenance"]
+        assert stamp["command"].startswith("python bench/") and stamp["date"].startswith("2026-"), name
+        git = stamp["environment"]["git"]
+        assert len(stamp["commit"]) == 40 and stamp["environment"]["packages"]["jax"], name
+        commit = stamp["commit"][:12] + ("+uncommitted" if git.get("uncommitted") else "")
+        assert content["rows"] and {row["commit"] for row in content["rows"]} == {commit}, name
+        if name != "issue35_pbt_vs_grid.json":
+            assert content["sweep"].startswith(f"jaxrl sweep bench/results/{name[:-5]}.toml --out "), name
+
+
+def test_the_plugin_table_reads_a_stamped_sweep_before_its_bare_csv_and_marks_the_bare_ones(tmp_path, monkeypatch,
+                                                                                              repo_root):
+    sys.path.insert(0, os.path.join(repo_root, "bench"))
+    try:
+        import plugin_table
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(plugin_table, "RESULTS", str(tmp_path))
+    (tmp_path / "a.csv").write_text("member,final_eval_return\n0,1.5\n")
+    assert plugin_table.read("a") == ([{"member": "0", "final_eval_return": "1.5"}], False)
+    stamped_rows = [{"member": "0", "final_eval_return": "2"}]
+    (tmp_path / "a.json").write_text(json.dumps({"provenance": {}, "rows": stamped_rows}))
+    assert plugin_table.read("a") == (stamped_rows, True)
+    assert plugin_table.read("never_measured") is None
+
+
 BESIDE = "/".join(["..", "shared"])  # the developers' notes beside the checkout, spelt so git grep finds no pointer
 
 
