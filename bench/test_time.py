@@ -1,0 +1,74 @@
+"""How long the quick test tier takes, measured: the README's and docs/getting-started.md's figure.
+
+    python bench/test_time.py              # the quick tier twice (empty, then warm XLA cache); writes the results file
+    python bench/test_time.py --readme     # the README's sentence from bench/results/test_time.json
+
+Each run is ``python -m pytest -q -m quick -n 2`` from the repository root, timed as a process. The first runs
+with ``HOME`` at a fresh temporary directory, so the suite's persistent XLA cache (``~/.cache/jaxrl/xla-tests``,
+tests/conftest.py) starts empty as on a new machine; the second reuses it (warm), leaving the user's own cache
+alone. ``bench/results/test_time.json`` keeps, per run, the cache state, the tests passed, the seconds and the
+``jaxrl.provenance`` stamp (command, date, commit, environment); ``tests/test_figures.py`` checks the README's
+sentence against ``--readme``.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+RESULTS = os.path.join(ROOT, "bench", "results", "test_time.json")
+QUICK = ["-m", "pytest", "-q", "-m", "quick", "-n", "2"]
+
+
+def measure(home: str, cache: str) -> dict:
+    """The quick tier run once with ``HOME=home``: its tests passed and seconds (the run must pass)."""
+    sys.path.insert(0, ROOT)
+    from jaxrl import provenance
+
+    t0 = time.perf_counter()
+    done = subprocess.run([sys.executable, *QUICK], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, "HOME": home})
+    seconds = time.perf_counter() - t0
+    last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+    passed = re.search(r"(\d+) passed", last)
+    if done.returncode != 0 or passed is None or re.search(r"\d+ (failed|error)", last):
+        raise SystemExit(f"the quick tier did not pass ({last or done.stderr.strip()[-300:]}); nothing written")
+    return {**provenance.stamp(" ".join(["python", *QUICK])), "cache": cache, "passed": int(passed.group(1)),
+            "seconds": round(seconds, 1)}
+
+
+def readme(path: str = RESULTS) -> str:
+    """The README's sentence about the quick tier, from the results file."""
+    with open(path) as f:
+        runs = {r["cache"]: r for r in json.load(f)["runs"]}
+    empty, warm = runs["empty"], runs["warm"]
+    return (f"{empty['passed']} tests in {empty['seconds'] / 60:.1f} minutes on 2 cores with an empty compilation "
+            f"cache, {warm['seconds'] / 60:.1f} with a warm one, measured on {empty['date'][:10]} at "
+            f"{empty['commit'][:7] if empty['commit'] else 'no commit'}; `python bench/test_time.py` measures it "
+            "into `bench/results/test_time.json`, `python bench/test_time.py --readme` prints this sentence")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--readme", action="store_true", help="print the README's sentence from the results file")
+    args = parser.parse_args()
+    if args.readme:
+        print(readme())
+        return 0
+    with tempfile.TemporaryDirectory() as home:
+        runs = [measure(home, "empty"), measure(home, "warm")]
+    with open(RESULTS, "w") as f:
+        json.dump({"runs": runs}, f, indent=1)
+        f.write("\n")
+    print(readme())
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
