@@ -18,6 +18,7 @@ GENERATORS = [
     ["bench/pbt_vs_grid.py", "--markdown"],
     ["bench/robust_pendulum.py", "--table", "bench/results/issue33_pendulum_robust.csv"],
     ["bench/default_run.py", "--readme"],
+    ["bench/test_time.py", "--readme"],
     ["bench/reproduce_table.py", "bench/results/reproduce_sac_dmc.json"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/sac_vs_brax.jsonl"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/every_agent_speed.jsonl"],
@@ -61,6 +62,15 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
     for r in runs:
         assert r["date"] and len(r["commit"]) == 40 and r["environment"]["packages"]["jax"]
         assert r["eval_curve"][-1] == [r["env_steps"], pytest.approx(r["final_eval_return"])]
+
+
+def test_the_quick_tiers_time_says_what_measured_it(repo_root):
+    with open(os.path.join(repo_root, "bench", "results", "test_time.json")) as f:
+        runs = json.load(f)["runs"]
+    assert [r["cache"] for r in runs] == ["empty", "warm"] and runs[0]["passed"] == runs[1]["passed"] > 0
+    for r in runs:
+        assert r["command"] == "python -m pytest -q -m quick -n 2" and r["date"] and len(r["commit"]) == 40
+        assert r["environment"]["packages"]["jax"] and r["seconds"] > 0
 
 
 @pytest.mark.parametrize("name", ["compile_time", "every_agent_speed", "time_to_score", "sac_vs_brax",
