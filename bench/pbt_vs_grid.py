@@ -76,7 +76,7 @@ def row_for(method: str, seed: int, out: str) -> dict:
     row = {"method": method, "seed": seed, "members": len(members), "env_steps": int(members[0]["env_steps"]),
            "best_final": final.max(), "median_final": float(np.median(final)), "best_ever": best.max(),
            "compile_s": summary["compile_s"], "run_s": summary["run_s"],
-           "chunks": summary["env_steps"] // 1000, "commit": members[0].get("commit", "")}
+           "chunks": summary["env_steps"] // 1000, "commit": " ".join(sorted({m.get("commit", "") for m in members}))}
     if method == "pbt":
         with_step, without = exploit_explore_ms(os.path.join(out, "groups", group))
         row.update(exploit_explore_ms=with_step, chunk_end_ms=without,
@@ -117,7 +117,7 @@ def main() -> int:
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--methods", nargs="+", default=["grid", "pbt"])
     parser.add_argument("--table-only", action="store_true")
-    parser.add_argument("--markdown", action="store_true", help="print the docs' table from the committed CSV")
+    parser.add_argument("--markdown", action="store_true", help="print the docs' table from the committed results file")
     args = parser.parse_args()
     if args.markdown:
         print(markdown())
@@ -141,6 +141,9 @@ def main() -> int:
                 print(f"{method} seed {seed}: {time.perf_counter() - t0:.0f} s", flush=True)
             if os.path.exists(os.path.join(out, "results.csv")):
                 rows.append(row_for(method, seed, out))
+    if len(rows) != len(args.seeds) * len(args.methods):  # the committed file holds every repeat of both methods
+        raise SystemExit(f"{len(rows)} of {len(args.seeds) * len(args.methods)} sweeps finished under {args.out}; "
+                         "bench/results/issue35_pbt_vs_grid.json not written")
     with open(os.path.join(RESULTS, "issue35_pbt_vs_grid.json"), "w") as f:
         json.dump({"provenance": stamp, "rows": [{k: (float(v) if isinstance(v, np.floating) else v)
                                                   for k, v in r.items()} for r in rows]}, f, indent=1)

@@ -54,6 +54,12 @@ def main() -> int:
         sweep_lib.run_sweep(os.path.join(RESULTS, f"{name}.toml"), out, quiet=True)
         with open(os.path.join(out, "results.csv"), newline="") as f:
             rows = list(csv.DictReader(f))
+        # A member finished under OUT by other code is reused by the sweep: its row must not pass under this stamp.
+        here = stamp["commit"][:12] + ("+uncommitted" if stamp["environment"]["git"].get("uncommitted") else "")
+        other = sorted({row.get("commit", "") for row in rows} - {here})
+        if other:
+            raise SystemExit(f"{out}: members measured at {', '.join(other)}, not this checkout's {here}; "
+                             f"nothing written for {name} (remove {out} or pass another --out)")
         with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
             json.dump({"provenance": stamp, "sweep": f"jaxrl sweep bench/results/{name}.toml --out {out}",
                        "rows": rows}, f, indent=1)

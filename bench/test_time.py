@@ -31,6 +31,7 @@ def measure(home: str, cache: str) -> dict:
     sys.path.insert(0, ROOT)
     from jaxrl import provenance
 
+    stamp = provenance.stamp(" ".join(["python", *QUICK]))  # the checkout as the run starts
     t0 = time.perf_counter()
     done = subprocess.run([sys.executable, *QUICK], cwd=ROOT, capture_output=True, text=True,
                           env={**os.environ, "HOME": home})
@@ -39,7 +40,7 @@ def measure(home: str, cache: str) -> dict:
     passed = re.search(r"(\d+) passed", last)
     if done.returncode != 0 or passed is None or re.search(r"\d+ (failed|error)", last):
         raise SystemExit(f"the quick tier did not pass ({last or done.stderr.strip()[-300:]}); nothing written")
-    return {**provenance.stamp(" ".join(["python", *QUICK])), "cache": cache, "passed": int(passed.group(1)),
+    return {**stamp, "cache": cache, "passed": int(passed.group(1)),
             "seconds": round(seconds, 1)}
 
 

@@ -4,6 +4,7 @@ table is checked in tests/test_paper_plugins.py, the fingerprints in tests/test_
 import glob
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -113,10 +114,12 @@ def test_each_stamped_results_file_says_what_measured_it_and_its_rows_agree(repo
     """A stamped file's rows were measured by the code its stamp names: each sweep row's own commit (the sweep's
     results.csv column) is the stamp's, and a plug-in sweep's file names the sweep file it ran."""
     stamped = stamped_results(repo_root)
-    assert "issue35_pbt_vs_grid.json" in stamped
+    plugin_files = [os.path.basename(p) for p in glob.glob(os.path.join(repo_root, "bench", "results", "*.json"))
+                    if os.path.exists(p[:-5] + ".toml")]
+    assert "issue35_pbt_vs_grid.json" in stamped and plugin_files and set(plugin_files) <= set(stamped)
     for name, content in stamped.items():
         stamp = content["provenance"]
-        assert stamp["command"].startswith("python bench/") and stamp["date"].startswith("2026-"), name
+        assert stamp["command"].startswith("python bench/") and re.match(r"\d{4}-\d\d-\d\d ", stamp["date"]), name
         git = stamp["environment"]["git"]
         assert len(stamp["commit"]) == 40 and stamp["environment"]["packages"]["jax"], name
         commit = stamp["commit"][:12] + ("+uncommitted" if git.get("uncommitted") else "")

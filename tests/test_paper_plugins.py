@@ -382,9 +382,10 @@ def test_the_comparison_sweep_files_plan_as_committed(cli, tmp_path, monkeypatch
     assert all(n == 3 for name, n in planned.items() if name != "issue33_pendulum_dr_sac.toml")
 
 
-def test_the_docs_comparison_table_is_what_the_committed_csvs_print(repo_root):
+def test_the_docs_comparison_table_is_what_the_committed_results_print(repo_root):
     """``python bench/plugin_table.py --markdown``, as docs/plugins/papers.md says to type it, prints that page's
-    table from the committed results.csv files: a re-measured CSV or an edited row cannot drift apart from the other."""
+    table from the committed results (NAME.json, or a bare NAME.csv): a re-measured file or an edited row cannot drift
+    apart from the other."""
     import subprocess
     import sys
 
