@@ -54,6 +54,13 @@ def measure(command: list[str], variables: dict[str, str] | None = None) -> dict
             "compile_s": round(summary["compile_s"], 1), "run_s": round(summary["run_s"], 1), "eval_curve": curve}
 
 
+def write_runs(path: str, runs: list[dict]) -> None:
+    """A results file of measured runs, each with its stamp (bench/test_time.py writes its file the same way)."""
+    with open(path, "w") as f:
+        json.dump({"runs": runs}, f, indent=1)
+        f.write("\n")
+
+
 def readme(path: str = RESULTS) -> str:
     """The README's sentence about the first command, from the results file."""
     with open(path) as f:
@@ -84,16 +91,12 @@ def main() -> int:
     if args.command:
         variables = dict(item.split("=", 1) for item in args.set)
         runs = [measure(command.split(), variables) for command in args.command]
-        with open(args.out or RESULTS, "w") as f:
-            json.dump({"runs": runs}, f, indent=1)
-            f.write("\n")
+        write_runs(args.out or RESULTS, runs)
         for run in runs:
             print(f"{run['command']}: {run['final_eval_return']} after {run['env_steps']} env steps, {run['wall_s']} s")
         return 0
     runs = [measure(command) for command in COMMANDS]
-    with open(RESULTS, "w") as f:
-        json.dump({"runs": runs}, f, indent=1)
-        f.write("\n")
+    write_runs(RESULTS, runs)
     print(readme())
     return 0
 

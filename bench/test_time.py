@@ -62,11 +62,11 @@ def main() -> int:
     if args.readme:
         print(readme())
         return 0
+    from default_run import write_runs  # bench/ is this script's directory, first on sys.path
+
     with tempfile.TemporaryDirectory() as home:
         runs = [measure(home, "empty"), measure(home, "warm")]
-    with open(RESULTS, "w") as f:
-        json.dump({"runs": runs}, f, indent=1)
-        f.write("\n")
+    write_runs(RESULTS, runs)
     print(readme())
     return 0
 
