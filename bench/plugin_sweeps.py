@@ -55,7 +55,7 @@ def main() -> int:
         with open(os.path.join(out, "results.csv"), newline="") as f:
             rows = list(csv.DictReader(f))
         # A member finished under OUT by other code is reused by the sweep: its row must not pass under this stamp.
-        here = stamp["commit"][:12] + ("+uncommitted" if stamp["environment"]["git"].get("uncommitted") else "")
+        here = sweep_lib.row_commit(stamp["environment"])  # as the sweep writes it in results.csv
         other = sorted({row.get("commit", "") for row in rows} - {here})
         if other:
             raise SystemExit(f"{out}: members measured at {', '.join(other)}, not this checkout's {here}; "

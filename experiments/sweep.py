@@ -652,10 +652,11 @@ def result_row(out_dir: str, index: int, mid: str, swept) -> dict[str, Any]:
             **{f"final_{name.partition('/')[2]}": float(value) for name, value in (metrics[-1] if metrics else {})
                .items() if config.get("pbt") is not None and name.startswith("hparams/")},
             # What produced the row (jaxrl.provenance): the commit, "+uncommitted" where the tree had edits.
-            "commit": _commit(config.get("environment"))}
+            "commit": row_commit(config.get("environment"))}
 
 
-def _commit(environment: dict[str, Any] | None) -> str:
+def row_commit(environment: dict[str, Any] | None) -> str:
+    """A results.csv row's ``commit``: 12 hex digits, "+uncommitted" for an edited tree, "none" outside git."""
     git = (environment or {}).get("git") or {}
     if not git.get("commit"):
         return "" if environment is None else "none"
