@@ -5,12 +5,13 @@
     python bench/default_run.py --command "jaxrl train --agent experiments.examples.redq:AGENT --steps 20000" \
         --out bench/results/redq_example.json       # any other command, measured the same way into its own file
     python bench/default_run.py --command "jaxrl train" --set XLA_FLAGS=--xla_cpu_max_isa=SSE4_2 --out F
+    python bench/default_run.py --learning bench/results/learning_swingup_cpu.json   # a learning figure's lines
 
 Each run is ``jaxrl train [--steps N]`` in a fresh working directory (outputs under its ``runs/``), timed as a
 process, compile included (the persistent compilation cache is bypassed so the first run's compile counts, as on a
 new machine). ``bench/results/default_run.json`` keeps, per command, the wall time, the final evaluation return,
-the evaluation curve and the ``jaxrl.provenance`` stamp (command, date, commit, environment);
-``tests/test_figures.py`` checks the README's sentence against ``--readme``.
+the evaluation curve (and each evaluation's wall time since training started) and the ``jaxrl.provenance`` stamp
+(command, date, commit, environment); ``tests/test_figures.py`` checks the README's sentence against ``--readme``.
 """
 from __future__ import annotations
 
@@ -45,13 +46,16 @@ def measure(command: list[str], variables: dict[str, str] | None = None) -> dict
         with open(os.path.join(run_dir, "summary.json")) as f:
             summary = json.load(f)
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
-            curve = [[row["env_steps"], row["eval/return"]] for row in map(json.loads, f)]
+            rows = [row for row in map(json.loads, f) if "eval/return" in row]
+        curve = [[row["env_steps"], row["eval/return"]] for row in rows]
+        eval_wall = [round(row["wall_s"], 1) for row in rows]  # from the start of train(), compile included
         with open(os.path.join(run_dir, "config.json")) as f:
             environment = json.load(f)["environment"]
     typed = " ".join([f"{name}={value}" for name, value in variables.items()] + command)
     return {**provenance.stamp(typed), "environment": environment, "wall_s": round(wall, 1),
             "final_eval_return": summary["final_eval_return"], "env_steps": summary["env_steps"],
-            "compile_s": round(summary["compile_s"], 1), "run_s": round(summary["run_s"], 1), "eval_curve": curve}
+            "compile_s": round(summary["compile_s"], 1), "run_s": round(summary["run_s"], 1), "eval_curve": curve,
+            "eval_wall_s": eval_wall}
 
 
 def write_runs(path: str, runs: list[dict]) -> None:
@@ -77,6 +81,25 @@ def readme(path: str = RESULTS) -> str:
             "`python bench/default_run.py --readme` prints this sentence from it)")
 
 
+def learning(path: str, threshold: float = 800) -> str:
+    """One line per run of a learning-figure file (``--command ... --out F``): where its evaluation first reached
+    ``threshold`` and where it ended, each with the wall time since the start of training (compile included)."""
+    with open(path) as f:
+        runs = json.load(f)["runs"]
+    lines = []
+    for run in runs:
+        points = list(zip(run["eval_curve"], run["eval_wall_s"], strict=True))
+        reached = next(((steps, wall) for (steps, value), wall in points if value >= threshold), None)
+        first = (f"first ≥ {threshold:.0f} at {reached[0] / 1000:.0f}k env steps in {reached[1]:.0f} s" if reached
+                 else f"never ≥ {threshold:.0f}")
+        (steps, value), wall = points[-1]
+        every = ", ".join(f"{v:.0f}" for _, v in run["eval_curve"])
+        lines.append(f"- `{run['command']}`: {first}; {value:.0f} at {steps / 1000:.0f}k in {wall:.0f} s (evaluations "
+                     f"{every}; {run['date'][:10]} at {(run['commit'] or 'no commit')[:7]}, "
+                     f"{run['environment']['cpu']['model']})")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--readme", action="store_true", help="print the README's sentence from the results file")
@@ -84,9 +107,13 @@ def main() -> int:
     parser.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                         help="an environment variable for the measured commands (repeatable)")
     parser.add_argument("--out", help="results file for --command (default: the README's default_run.json)")
+    parser.add_argument("--learning", metavar="FILE", help="print a learning figure's lines from this results file")
     args = parser.parse_args()
     if args.readme:
         print(readme())
+        return 0
+    if args.learning:
+        print(learning(args.learning))
         return 0
     if args.command:
         variables = dict(item.split("=", 1) for item in args.set)

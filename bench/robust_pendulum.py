@@ -7,8 +7,10 @@ Each member's final deterministic policy (``experiments.export.load_policy``: as
 ``--episodes`` episodes from the same initial states on the nominal pendulum and on pendulums whose mass, length or
 gravity is scaled (training never saw them). Prints, per directory and shift, the mean return over members, their
 spread (std over members) and each member's mean, members of a swept
-value apart; ``--csv`` writes one row per (directory, member, shift). ``--table CSV`` prints the docs' table
-from such a file (mean +- std over members per shift and column) and runs nothing.
+value apart; ``--out F.json`` writes one row per (directory, member, shift) beside the ``jaxrl.provenance`` stamp
+(command, date, commit, environment) and the commit each directory's sweep trained at. ``--table F`` prints the
+docs' table from such a file (or from a ``--csv`` file of before the stamp: mean +- std over members per shift and
+column) and runs nothing.
 """
 from __future__ import annotations
 
@@ -53,7 +55,8 @@ def table(path: str) -> str:
     """Markdown: one row per shift, one column per (directory, swept value) in the file's order."""
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
     with open(path, newline="") as f:
-        for row in csv.DictReader(f):
+        rows = json.load(f)["evaluations"] if path.endswith(".json") else list(csv.DictReader(f))
+        for row in rows:
             column = (os.path.basename(row["dir"].rstrip("/")), row["swept"])
             values.setdefault(column, {}).setdefault(row["shift"], []).append(float(row["mean_return"]))
     columns = list(values)
@@ -69,8 +72,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("dirs", nargs="*")
     parser.add_argument("--episodes", type=int, default=50)
-    parser.add_argument("--csv", default=None)
-    parser.add_argument("--table", default=None, metavar="CSV", help="print the table of a --csv file and exit")
+    parser.add_argument("--out", default=None, metavar="F.json", help="write the evaluations, stamped, to this file")
+    parser.add_argument("--table", default=None, metavar="F", help="print the table of an --out file and exit")
     args = parser.parse_args()
     if args.table:
         print(table(args.table))
@@ -103,11 +106,18 @@ def main() -> None:
         for (label, name), values in curves.items():
             print(f"  {label:<12} {name:<13} {np.mean(values):8.1f} +- {np.std(values):6.1f}   members "
                   + " ".join(f"{v:.1f}" for v in values))
-    if args.csv:
-        with open(args.csv, "w", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            writer.writeheader()
-            writer.writerows(rows)
+    if args.out:
+        from jaxrl import provenance
+
+        trained = {}  # the commit(s) each sweep's members trained at (its results.csv column), "" before it had one
+        for path in args.dirs:
+            results = os.path.join(path, "results.csv")
+            if os.path.exists(results):
+                with open(results, newline="") as f:
+                    trained[path] = sorted({row.get("commit", "") for row in csv.DictReader(f)})
+        with open(args.out, "w") as f:
+            json.dump({"provenance": provenance.stamp(), "trained": trained, "evaluations": rows}, f, indent=1)
+            f.write("\n")
 
 
 if __name__ == "__main__":

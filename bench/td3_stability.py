@@ -13,6 +13,10 @@ the mean |dQ1/da| at pi(s) (the actor's gradient signal), the fraction of satura
 Q and the fraction of terminal transitions (failures) in the batch. Settings are TD3's defaults with 4 envs and
 2000 warm-up steps (what bench/defaults.py runs). SBX gets the same networks, optimiser, noise, delay and warm-up,
 one env, and prints its deterministic evaluation (5 episodes) every 2000 env steps.
+
+``--out FILE`` also writes the lines to FILE after a first line holding the ``jaxrl.provenance`` stamp (command,
+date, commit, environment block), as ``bench/results/td3_stability_normalize_obs.jsonl`` and
+``td3_stability_sbx.jsonl`` were written.
 """
 from __future__ import annotations
 
@@ -27,7 +31,24 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TASK = "brax/inverted_pendulum"
 
 
-def ours(steps: int, normalize_obs: bool, seeds: int) -> None:
+def emitter(out: str | None):
+    """print(json line), and append it to ``out`` (opened fresh, its first line the stamp) when given."""
+    if out:
+        from jaxrl import provenance
+
+        with open(out, "w") as f:
+            f.write(json.dumps({"provenance": provenance.stamp()}) + "\n")
+
+    def emit(row: dict) -> None:
+        print(json.dumps(row), flush=True)
+        if out:
+            with open(out, "a") as f:
+                f.write(json.dumps(row) + "\n")
+
+    return emit
+
+
+def ours(steps: int, normalize_obs: bool, seeds: int, emit) -> None:
     import jax
     import jax.numpy as jnp
 
@@ -81,11 +102,11 @@ def ours(steps: int, normalize_obs: bool, seeds: int) -> None:
                "train_return": [None if x != x else round(float(x)) for x in m["train/episode_return"]]}
         for name in ("gap0.1", "gap0.3", "dq_da", "saturated", "q_mean", "terminal_frac"):
             row[name] = [round(float(x), 3) for x in m[f"train/{name}"]]
-        print(json.dumps(row), flush=True)
-    print(json.dumps({"normalize_obs": normalize_obs, "wall_s": round(time.perf_counter() - t0)}))
+        emit(row)
+    emit({"normalize_obs": normalize_obs, "wall_s": round(time.perf_counter() - t0)})
 
 
-def sbx_td3(steps: int, seeds: int) -> None:
+def sbx_td3(steps: int, seeds: int, emit) -> None:
     import gymnasium as gym
     import numpy as np
     import sbx
@@ -114,8 +135,7 @@ def sbx_td3(steps: int, seeds: int) -> None:
         for k in range(steps // 2000):
             model.learn(total_timesteps=2000, reset_num_timesteps=(k == 0))
             curve.append(round(evaluate(model, eval_env), 1))
-        print(json.dumps({"sbx_td3_seed": seed, "eval_every_2000": curve,
-                          "wall_s": round(time.perf_counter() - t0)}), flush=True)
+        emit({"sbx_td3_seed": seed, "eval_every_2000": curve, "wall_s": round(time.perf_counter() - t0)})
 
 
 def main() -> None:
@@ -124,11 +144,15 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--normalize-obs", action="store_true")
     parser.add_argument("--sbx", action="store_true")
+    parser.add_argument("--out", help="also write the lines, after a provenance line, to this file")
     args = parser.parse_args()
+    import jax  # noqa: F401 - before the stamp, so that it records the device (SBX runs on JAX too)
+
+    emit = emitter(args.out)
     if args.sbx:
-        sbx_td3(args.steps or 20_000, args.seeds)
+        sbx_td3(args.steps or 20_000, args.seeds, emit)
     else:
-        ours(args.steps or 30_000, args.normalize_obs, args.seeds)
+        ours(args.steps or 30_000, args.normalize_obs, args.seeds, emit)
 
 
 if __name__ == "__main__":

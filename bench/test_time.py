@@ -1,14 +1,18 @@
-"""How long the quick test tier takes, measured: the README's and docs/getting-started.md's figure.
+"""How long the tests take, measured: the README's and docs/getting-started.md's figures.
 
     python bench/test_time.py              # the quick tier twice (empty, then warm XLA cache); writes the results file
     python bench/test_time.py --readme     # the README's sentence from bench/results/test_time.json
+    python bench/test_time.py --full       # the whole suite once, with the XLA cache an earlier run left
+    python bench/test_time.py --full --readme    # getting-started's sentence from bench/results/test_time_full.json
 
 Each run is ``python -m pytest -q -m quick -n 2`` from the repository root, timed as a process. The first runs
 with ``HOME`` at a fresh temporary directory, so the suite's persistent XLA cache (``~/.cache/jaxrl/xla-tests``,
 tests/conftest.py) starts empty as on a new machine; the second reuses it (warm), leaving the user's own cache
 alone. ``bench/results/test_time.json`` keeps, per run, the cache state, the tests passed, the seconds and the
 ``jaxrl.provenance`` stamp (command, date, commit, environment); ``tests/test_figures.py`` checks the README's
-sentence against ``--readme``.
+sentence against ``--readme``. The whole suite (``python -m pytest -q -n 2``, the README's test command after the
+install) takes an hour with an empty cache, so ``--full`` times it once with the cache the machine already has (warm
+after an earlier run of the suite) into ``bench/results/test_time_full.json``.
 """
 from __future__ import annotations
 
@@ -23,25 +27,28 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RESULTS = os.path.join(ROOT, "bench", "results", "test_time.json")
+FULL_RESULTS = os.path.join(ROOT, "bench", "results", "test_time_full.json")
 QUICK = ["-m", "pytest", "-q", "-m", "quick", "-n", "2"]
+FULL = ["-m", "pytest", "-q", "-n", "2"]
 
 
-def measure(home: str, cache: str) -> dict:
-    """The quick tier run once with ``HOME=home``: its tests passed and seconds (the run must pass)."""
+def measure(home: str | None, cache: str, tier: list[str] = QUICK) -> dict:
+    """``tier`` run once with ``HOME=home`` (unchanged when None): its tests passed, skipped and seconds (the run must
+    pass)."""
     sys.path.insert(0, ROOT)
     from jaxrl import provenance
 
-    stamp = provenance.stamp(" ".join(["python", *QUICK]))  # the checkout as the run starts
+    stamp = provenance.stamp(" ".join(["python", *tier]))  # the checkout as the run starts
     t0 = time.perf_counter()
-    done = subprocess.run([sys.executable, *QUICK], cwd=ROOT, capture_output=True, text=True,
-                          env={**os.environ, "HOME": home})
+    done = subprocess.run([sys.executable, *tier], cwd=ROOT, capture_output=True, text=True,
+                          env={**os.environ, **({"HOME": home} if home else {})})
     seconds = time.perf_counter() - t0
     last = done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
-    passed = re.search(r"(\d+) passed", last)
+    passed, skipped = re.search(r"(\d+) passed", last), re.search(r"(\d+) skipped", last)
     if done.returncode != 0 or passed is None or re.search(r"\d+ (failed|error)", last):
-        raise SystemExit(f"the quick tier did not pass ({last or done.stderr.strip()[-300:]}); nothing written")
+        raise SystemExit(f"{' '.join(tier)} did not pass ({last or done.stderr.strip()[-300:]}); nothing written")
     return {**stamp, "cache": cache, "passed": int(passed.group(1)),
-            "seconds": round(seconds, 1)}
+            "skipped": int(skipped.group(1)) if skipped else 0, "seconds": round(seconds, 1)}
 
 
 def readme(path: str = RESULTS) -> str:
@@ -55,15 +62,32 @@ def readme(path: str = RESULTS) -> str:
             "into `bench/results/test_time.json`, `python bench/test_time.py --readme` prints this sentence")
 
 
+def full_sentence(path: str = FULL_RESULTS) -> str:
+    """docs/getting-started.md's sentence about the whole suite, from its results file."""
+    with open(path) as f:
+        (run,) = json.load(f)["runs"]
+    cpu = run["environment"]["cpu"]["model"]
+    return (f"{run['passed']} tests passed ({run['skipped']} skipped) in {run['seconds'] / 60:.0f} minutes on 2 cores "
+            f"with the compilation cache an earlier run left ({run['seconds']:.0f} s on {run['date'][:10]} at "
+            f"{run['commit'][:7] if run['commit'] else 'no commit'} on an {cpu}; `python bench/test_time.py --full` "
+            "measures it into `bench/results/test_time_full.json`, `python bench/test_time.py --full --readme` prints "
+            "this sentence)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--readme", action="store_true", help="print the README's sentence from the results file")
+    parser.add_argument("--full", action="store_true", help="the whole suite instead of the quick tier")
     args = parser.parse_args()
     if args.readme:
-        print(readme())
+        print(full_sentence() if args.full else readme())
         return 0
     from default_run import write_runs  # bench/ is this script's directory, first on sys.path
 
+    if args.full:
+        write_runs(FULL_RESULTS, [measure(None, "as an earlier run left it", FULL)])
+        print(full_sentence())
+        return 0
     with tempfile.TemporaryDirectory() as home:
         runs = [measure(home, "empty"), measure(home, "warm")]
     write_runs(RESULTS, runs)

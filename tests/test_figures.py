@@ -126,6 +126,28 @@ def test_each_stamped_results_file_says_what_measured_it_and_its_rows_agree(repo
         assert content["rows"] and {row["commit"] for row in content["rows"]} == {commit}, name
         if name != "issue35_pbt_vs_grid.json":
             assert content["sweep"].startswith(f"jaxrl sweep bench/results/{name[:-5]}.toml --out "), name
+        if "curves" in content:  # each member's evaluations, the last one its row's final return
+            assert set(content["curves"]) == {row["member_id"] for row in content["rows"]}, name
+            for row in content["rows"]:
+                steps, final, _ = content["curves"][row["member_id"]][-1]
+                assert steps == int(row["env_steps"]) and final == pytest.approx(float(row["final_eval_return"]),
+                                                                               abs=0.01), name
+
+
+def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_root):
+    sys.path.insert(0, os.path.join(repo_root, "bench"))
+    try:
+        import plugin_sweeps
+    finally:
+        sys.path.pop(0)
+    member = tmp_path / "members" / "abc"
+    member.mkdir(parents=True)
+    (member / "metrics.csv").write_text("env_steps,eval/return,train/q,wall_s\n"
+                                        "1000,,0.5,10.04\n2000,12.346,0.7,20.06\n4000,99.0,0.9,41.0\n")
+    assert plugin_sweeps.eval_curves(str(tmp_path), [{"member_id": "abc"}]) == {
+        "abc": [[2000, 12.35, 20.1], [4000, 99.0, 41.0]]}
+    assert "fastsac_cpu_alpha_sweep" in plugin_sweeps.sweep_names(comparison_only=False)
+    assert "fastsac_cpu_alpha_sweep" not in plugin_sweeps.sweep_names()
 
 
 def test_the_plugin_table_reads_a_stamped_sweep_before_its_bare_csv_and_marks_the_bare_ones(tmp_path, monkeypatch,
