@@ -35,10 +35,7 @@ PAIRS = [
     ("DSAC-v1 (switches off)", "issue33_swingup_dsac_v1", "DSAC-T", "issue33_swingup_dsac_t",
      "dmc/CartpoleSwingup, 50k, 1/20 update / step"),
     ("ACE", "issue34_finger_ace", "SAC", "issue34_finger_sac", "dmc/FingerSpin, 40k"),
-    # TD3 rerun from issue33_swingup_td3.toml on the day Symphony ran (the install had changed since issue 33's run,
-    # and with it TD3's numbers): the pair shares its libraries.
-    ("Symphony (width 256)", "issue34_swingup_symphony", "TD3 (rerun)", "issue34_swingup_td3",
-     "dmc/CartpoleSwingup, 50k"),
+    ("Symphony (width 256)", "issue34_swingup_symphony", "TD3", "issue33_swingup_td3", "dmc/CartpoleSwingup, 50k"),
 ]
 
 

@@ -17,7 +17,7 @@ GENERATORS = [
      "bench/results/defaults_action_repeat2.jsonl", "bench/results/defaults_action_repeat2_utd2.jsonl",
      "--agents", "sac", "td3", "--tasks", "dmc/CartpoleBalance", "dmc/PendulumSwingup", "dmc/CartpoleSwingup"],
     ["bench/pbt_vs_grid.py", "--markdown"],
-    ["bench/robust_pendulum.py", "--table", "bench/results/issue33_pendulum_robust.csv"],
+    ["bench/robust_pendulum.py", "--table", "bench/results/issue33_pendulum_robust.json"],
     ["bench/default_run.py", "--readme"],
     ["bench/test_time.py", "--readme"],
     ["bench/reproduce_table.py", "bench/results/reproduce_sac_dmc.json"],
@@ -132,6 +132,24 @@ def test_each_stamped_results_file_says_what_measured_it_and_its_rows_agree(repo
                 steps, final, _ = content["curves"][row["member_id"]][-1]
                 assert steps == int(row["env_steps"]) and final == pytest.approx(float(row["final_eval_return"]),
                                                                                abs=0.01), name
+
+
+def test_the_robustness_table_evaluates_the_policies_of_the_stamped_sweeps(repo_root):
+    """docs/plugins/dr_sac.md's shifted-pendulum table: its file is stamped, and the sweeps whose final policies it
+    played trained at the commits their own stamped results files record (so table and comparison rows are one run)."""
+    with open(os.path.join(repo_root, "bench", "results", "issue33_pendulum_robust.json")) as f:
+        content = json.load(f)
+    stamp = content["provenance"]
+    assert stamp["command"].startswith("python bench/robust_pendulum.py ") and len(stamp["commit"]) == 40
+    assert stamp["environment"]["packages"]["jax"]
+    assert [os.path.basename(d) for d in content["trained"]] == ["issue33_pendulum_sac", "issue33_pendulum_dr_sac"]
+    for sweep_dir, commits in content["trained"].items():
+        with open(os.path.join(repo_root, "bench", "results", os.path.basename(sweep_dir) + ".json")) as f:
+            rows = json.load(f)["rows"]
+        assert commits == sorted({row["commit"] for row in rows}), sweep_dir
+        played = {(e["run"], e["member"]) for e in content["evaluations"] if e["dir"] == sweep_dir}
+        assert len(played) == len(rows), sweep_dir  # every member's policy, once per shift
+        assert len([e for e in content["evaluations"] if e["dir"] == sweep_dir]) == len(rows) * 6, sweep_dir
 
 
 def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_root):
