@@ -5,7 +5,7 @@
     python bench/default_run.py --command "jaxrl train --agent experiments.examples.redq:AGENT --steps 20000" \
         --out bench/results/redq_example.json       # any other command, measured the same way into its own file
     python bench/default_run.py --command "jaxrl train" --set XLA_FLAGS=--xla_cpu_max_isa=SSE4_2 --out F
-    python bench/default_run.py --learning bench/results/learning_swingup_cpu.json   # a learning figure's lines
+    python bench/default_run.py --learning F       # a learning figure's lines from a file --command ... --out F wrote
 
 Each run is ``jaxrl train [--steps N]`` in a fresh working directory (outputs under its ``runs/``), timed as a
 process, compile included (the persistent compilation cache is bypassed so the first run's compile counts, as on a
@@ -88,6 +88,9 @@ def learning(path: str, threshold: float = 800) -> str:
         runs = json.load(f)["runs"]
     lines = []
     for run in runs:
+        if "eval_wall_s" not in run or not run["eval_curve"]:
+            raise SystemExit(f"{path}: {run['command']!r} has no evaluation wall times (written before they were "
+                             "kept, or no evaluation); measure it again with --command ... --out")
         points = list(zip(run["eval_curve"], run["eval_wall_s"], strict=True))
         reached = next(((steps, wall) for (steps, value), wall in points if value >= threshold), None)
         first = (f"first ≥ {threshold:.0f} at {reached[0] / 1000:.0f}k env steps in {reached[1]:.0f} s" if reached

@@ -3,14 +3,17 @@ other ``bench/results/NAME.toml`` a page cites (the fastsac_cpu sweeps of docs/b
 
     python bench/plugin_sweeps.py issue33_swingup_td3 issue33_swingup_aro_ddpg # these two sweep files
     python bench/plugin_sweeps.py --all                                        # the comparison's 15 (~3.5 h, 2 cores)
+    python bench/plugin_sweeps.py --refresh issue34_swingup_symphony           # add curves from /tmp/sweeps/NAME
 
 Each NAME is a sweep file ``bench/results/NAME.toml``: it runs as ``jaxrl sweep bench/results/NAME.toml --out
 OUT/NAME`` would (in this process, members already finished under OUT reused) and writes
 ``bench/results/NAME.json``: the sweep's ``results.csv`` rows and ``provenance`` (``jaxrl.provenance.stamp``: this
 command, the date the sweep started, the commit and the environment block), from which ``bench/plugin_table.py``
-prints the table, and ``curves``: each member's evaluations as ``[env_steps, eval/return, wall_s]`` (``wall_s`` from
-the start of its program, compile included), for figures read at a step before the last. A JSON file rather than
-the CSV alone because a CSV row cannot hold the nested environment block.
+prints the table; ``curves``: each member's evaluations as ``[env_steps, eval/return, wall_s]`` (``wall_s`` from
+the start of its program, compile included), for figures read at a step before the last; and ``final_metrics``: each
+member's last logged row (the terms a page reads at the end). ``--refresh NAME`` adds the last two to a file written
+before they were kept, from the sweep directory of the run it records. A JSON file rather than the CSV alone because
+a CSV row cannot hold the nested environment block.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import argparse
 import csv
 import glob
 import json
+import math
 import os
 import sys
 import time
@@ -33,15 +37,50 @@ def sweep_names(comparison_only: bool = True) -> list[str]:
                   if os.path.basename(p).startswith(PREFIXES) or not comparison_only)
 
 
-def eval_curves(sweep_dir: str, rows: list[dict[str, str]]) -> dict[str, list[list[float]]]:
-    """{member_id: [[env_steps, eval/return, wall_s], ...]} from each member's metrics.csv."""
-    curves = {}
+def member_metrics(sweep_dir: str, rows: list[dict[str, str]]) -> tuple[dict, dict]:
+    """From each member's metrics.csv: ``curves`` {member_id: [[env_steps, eval/return, wall_s], ...]} (rows with a
+    finite evaluation) and ``final_metrics`` {member_id: {column: value}} (its last row's finite values: the logged
+    terms a page reads at the end of training)."""
+    curves, final = {}, {}
     for row in rows:
         with open(os.path.join(sweep_dir, "members", row["member_id"], "metrics.csv"), newline="") as f:
-            curves[row["member_id"]] = [[int(m["env_steps"]), round(float(m["eval/return"]), 2),
-                                         round(float(m["wall_s"]), 1)]
-                                        for m in csv.DictReader(f) if m.get("eval/return") not in (None, "")]
-    return curves
+            logged = list(csv.DictReader(f))
+        curves[row["member_id"]] = [[int(m["env_steps"]), round(float(m["eval/return"]), 2),
+                                     round(float(m["wall_s"]), 1)]
+                                    for m in logged if finite(m.get("eval/return")) and finite(m.get("wall_s"))]
+        final[row["member_id"]] = {k: float(v) for k, v in (logged[-1] if logged else {}).items() if finite(v)}
+    return curves, final
+
+
+def finite(text: str | None) -> bool:
+    try:
+        return math.isfinite(float(text))
+    except (TypeError, ValueError):
+        return False
+
+
+def write(name: str, content: dict) -> None:
+    """bench/results/NAME.json, replaced only once the whole content is ready (a failure leaves the old file)."""
+    path = os.path.join(RESULTS, f"{name}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump(content, f, indent=1)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def refresh(name: str, sweep_dir: str) -> None:
+    """Add ``curves`` and ``final_metrics`` to a results file written before it kept them, from the very run it
+    describes: the sweep directory's results.csv must hold exactly the file's rows (same members, commit, returns)."""
+    with open(os.path.join(RESULTS, f"{name}.json")) as f:
+        content = json.load(f)
+    with open(os.path.join(sweep_dir, "results.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    if rows != content["rows"]:
+        raise SystemExit(f"{sweep_dir}/results.csv does not hold bench/results/{name}.json's rows; not refreshed")
+    content["curves"], content["final_metrics"] = member_metrics(sweep_dir, rows)
+    content["refreshed"] = " ".join(["python", *sys.argv])  # what added them, beside the stamp that measured them
+    write(name, content)
+    print(f"{name}: curves and final metrics of {len(rows)} members added from {sweep_dir}")
 
 
 def main() -> int:
@@ -49,12 +88,18 @@ def main() -> int:
     parser.add_argument("names", nargs="*", help="sweep files under bench/results/, without .toml")
     parser.add_argument("--all", action="store_true", help="every sweep file of the plug-in comparison")
     parser.add_argument("--out", default="/tmp/sweeps", help="where the sweeps' run directories go")
+    parser.add_argument("--refresh", action="store_true",
+                        help="add curves and final metrics to NAME.json from OUT/NAME, the run it records")
     args = parser.parse_args()
     names = sweep_names() if args.all else args.names
     unknown = sorted(set(names) - set(sweep_names(comparison_only=False)))
     if unknown or not names:
         parser.error(f"unknown sweep {unknown[0]!r}; choose from {', '.join(sweep_names(comparison_only=False))}"
                      if unknown else "name a sweep file or pass --all")
+    if args.refresh:
+        for name in names:
+            refresh(name, os.path.join(args.out, name))
+        return 0
     sys.path.insert(0, ROOT)
     import jax  # noqa: F401 - imported before the stamp so that it records the device
 
@@ -74,10 +119,9 @@ def main() -> int:
         if other:
             raise SystemExit(f"{out}: members measured at {', '.join(other)}, not this checkout's {here}; "
                              f"nothing written for {name} (remove {out} or pass another --out)")
-        with open(os.path.join(RESULTS, f"{name}.json"), "w") as f:
-            json.dump({"provenance": stamp, "sweep": f"jaxrl sweep bench/results/{name}.toml --out {out}",
-                       "rows": rows, "curves": eval_curves(out, rows)}, f, indent=1)
-            f.write("\n")
+        curves, final = member_metrics(out, rows)
+        write(name, {"provenance": stamp, "sweep": f"jaxrl sweep bench/results/{name}.toml --out {out}",
+                     "rows": rows, "curves": curves, "final_metrics": final})
         print(f"{name}: {len(rows)} members, {time.perf_counter() - t0:.0f} s -> bench/results/{name}.json",
               flush=True)
     return 0

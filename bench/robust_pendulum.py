@@ -20,6 +20,7 @@ import glob
 import json
 import os
 import sys
+import time
 
 import jax
 import jax.numpy as jnp
@@ -52,14 +53,15 @@ def run_dirs(path: str) -> list[str]:
 
 
 def table(path: str) -> str:
-    """Markdown: one row per shift, one column per (directory, swept value) in the file's order."""
+    """Markdown: one row per shift, one column per (directory, swept value): directories in the file's order, a
+directory's swept values sorted."""
     values: dict[tuple[str, str], dict[str, list[float]]] = {}
     with open(path, newline="") as f:
         rows = json.load(f)["evaluations"] if path.endswith(".json") else list(csv.DictReader(f))
         for row in rows:
             column = (os.path.basename(row["dir"].rstrip("/")), row["swept"])
             values.setdefault(column, {}).setdefault(row["shift"], []).append(float(row["mean_return"]))
-    columns = list(values)
+    columns = sorted(values, key=lambda c: (list(dict.fromkeys(d for d, _ in values)).index(c[0]), c[1]))
     lines = ["| shift | " + " | ".join(f"{d} {swept}".strip() for d, swept in columns) + " |",
              "|---|" + "---|" * len(columns)]
     for name, *_ in SHIFTS:
@@ -79,10 +81,13 @@ def main() -> None:
         print(table(args.table))
         return
     if not args.dirs:
-        parser.error("give sweep or run directories (or --table CSV)")
+        parser.error("give sweep or run directories (or --table F)")
     from experiments.export import load_policy
+    from jaxrl import provenance
 
-    rows = []
+    stamp = provenance.stamp()  # the checkout as the evaluation starts
+    rows, t0 = [], time.perf_counter()
+    args.dirs = [path.rstrip("/") for path in args.dirs]
     for path in args.dirs:
         members = []  # (run dir, index in it, agent config)
         for run_dir in run_dirs(path):
@@ -107,8 +112,6 @@ def main() -> None:
             print(f"  {label:<12} {name:<13} {np.mean(values):8.1f} +- {np.std(values):6.1f}   members "
                   + " ".join(f"{v:.1f}" for v in values))
     if args.out:
-        from jaxrl import provenance
-
         trained = {}  # the commit(s) each sweep's members trained at (its results.csv column), "" before it had one
         for path in args.dirs:
             results = os.path.join(path, "results.csv")
@@ -116,7 +119,8 @@ def main() -> None:
                 with open(results, newline="") as f:
                     trained[path] = sorted({row.get("commit", "") for row in csv.DictReader(f)})
         with open(args.out, "w") as f:
-            json.dump({"provenance": provenance.stamp(), "trained": trained, "evaluations": rows}, f, indent=1)
+            json.dump({"provenance": stamp, "seconds": round(time.perf_counter() - t0, 1),
+                       "trained": trained, "evaluations": rows}, f, indent=1)
             f.write("\n")
 
 

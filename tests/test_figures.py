@@ -3,6 +3,7 @@ as the page says: a re-measured file or an edited figure cannot drift apart from
 table is checked in tests/test_paper_plugins.py, the fingerprints in tests/test_fingerprints.py)."""
 import glob
 import json
+import math
 import os
 import re
 import subprocess
@@ -126,12 +127,15 @@ def test_each_stamped_results_file_says_what_measured_it_and_its_rows_agree(repo
         assert content["rows"] and {row["commit"] for row in content["rows"]} == {commit}, name
         if name != "issue35_pbt_vs_grid.json":
             assert content["sweep"].startswith(f"jaxrl sweep bench/results/{name[:-5]}.toml --out "), name
-        if "curves" in content:  # each member's evaluations, the last one its row's final return
-            assert set(content["curves"]) == {row["member_id"] for row in content["rows"]}, name
+            # each member's evaluations (the last one its row's final return) and last logged terms, which pages
+            # read (Symphony's curve, DR-SAC's robust value): kept for exactly the rows' members
+            members = {row["member_id"] for row in content["rows"]}
+            assert set(content["curves"]) == set(content["final_metrics"]) == members, name
             for row in content["rows"]:
-                steps, final, _ = content["curves"][row["member_id"]][-1]
-                assert steps == int(row["env_steps"]) and final == pytest.approx(float(row["final_eval_return"]),
-                                                                               abs=0.01), name
+                curve, final = content["curves"][row["member_id"]], float(row["final_eval_return"])
+                if math.isfinite(final):
+                    assert curve[-1][1] == pytest.approx(final, abs=0.01), name
+                    assert content["final_metrics"][row["member_id"]]["eval/return"] == pytest.approx(final), name
 
 
 def test_the_robustness_table_evaluates_the_policies_of_the_stamped_sweeps(repo_root):
@@ -141,7 +145,8 @@ def test_the_robustness_table_evaluates_the_policies_of_the_stamped_sweeps(repo_
         content = json.load(f)
     stamp = content["provenance"]
     assert stamp["command"].startswith("python bench/robust_pendulum.py ") and len(stamp["commit"]) == 40
-    assert stamp["environment"]["packages"]["jax"]
+    assert stamp["command"].endswith(" --out bench/results/issue33_pendulum_robust.json")  # as the page types it
+    assert stamp["environment"]["packages"]["jax"] and stamp["environment"]["git"]["uncommitted"] == 0
     assert [os.path.basename(d) for d in content["trained"]] == ["issue33_pendulum_sac", "issue33_pendulum_dr_sac"]
     for sweep_dir, commits in content["trained"].items():
         with open(os.path.join(repo_root, "bench", "results", os.path.basename(sweep_dir) + ".json")) as f:
@@ -162,8 +167,12 @@ def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_roo
     member.mkdir(parents=True)
     (member / "metrics.csv").write_text("env_steps,eval/return,train/q,wall_s\n"
                                         "1000,,0.5,10.04\n2000,12.346,0.7,20.06\n4000,99.0,0.9,41.0\n")
-    assert plugin_sweeps.eval_curves(str(tmp_path), [{"member_id": "abc"}]) == {
-        "abc": [[2000, 12.35, 20.1], [4000, 99.0, 41.0]]}
+    (tmp_path / "members" / "nan").mkdir()
+    (tmp_path / "members" / "nan" / "metrics.csv").write_text("env_steps,eval/return,train/q,wall_s\n1000,nan,,5\n")
+    curves, final = plugin_sweeps.member_metrics(str(tmp_path), [{"member_id": "abc"}, {"member_id": "nan"}])
+    assert curves == {"abc": [[2000, 12.35, 20.1], [4000, 99.0, 41.0]], "nan": []}
+    assert final == {"abc": {"env_steps": 4000.0, "eval/return": 99.0, "train/q": 0.9, "wall_s": 41.0},
+                     "nan": {"env_steps": 1000.0, "wall_s": 5.0}}
     assert "fastsac_cpu_alpha_sweep" in plugin_sweeps.sweep_names(comparison_only=False)
     assert "fastsac_cpu_alpha_sweep" not in plugin_sweeps.sweep_names()
 
