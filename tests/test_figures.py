@@ -21,6 +21,7 @@ GENERATORS = [
     ["bench/robust_pendulum.py", "--table", "bench/results/issue33_pendulum_robust.json"],
     ["bench/default_run.py", "--readme"],
     ["bench/test_time.py", "--readme"],
+    ["bench/test_time.py", "--full", "--readme"],
     ["bench/reproduce_table.py", "bench/results/reproduce_sac_dmc.json"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/sac_vs_brax.jsonl"],
     ["bench/sac_vs_brax.py", "--table", "bench/results/every_agent_speed.jsonl"],
