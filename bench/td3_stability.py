@@ -36,8 +36,9 @@ def emitter(out: str | None):
     if out:
         from jaxrl import provenance
 
+        stamp = provenance.stamp()  # before the file is opened: rewriting a committed one is not an edit of the code
         with open(out, "w") as f:
-            f.write(json.dumps({"provenance": provenance.stamp()}) + "\n")
+            f.write(json.dumps({"provenance": stamp}) + "\n")
 
     def emit(row: dict) -> None:
         print(json.dumps(row), flush=True)
