@@ -15,8 +15,8 @@ Q and the fraction of terminal transitions (failures) in the batch. Settings are
 one env, and prints its deterministic evaluation (5 episodes) every 2000 env steps.
 
 ``--out FILE`` also writes the lines to FILE after a first line holding the ``jaxrl.provenance`` stamp (command,
-date, commit, environment block). (``bench/results/td3_stability_normalize_obs.jsonl`` and
-``td3_stability_sbx.jsonl`` are older: printed lines without a stamp, the SBX one in an earlier format.)
+date, commit, environment block), as ``bench/results/td3_stability_normalize_obs.jsonl`` was written
+(``td3_stability_sbx.jsonl`` is older: printed lines without a stamp, in an earlier format).
 """
 from __future__ import annotations
 

@@ -139,6 +139,17 @@ def test_each_stamped_results_file_says_what_measured_it_and_its_rows_agree(repo
                     assert content["final_metrics"][row["member_id"]]["eval/return"] == pytest.approx(final), name
 
 
+def test_td3s_stability_lines_say_what_measured_them(repo_root):
+    """docs/agents/td3.md's inverted-pendulum figures: the file's first line is the stamp of a clean checkout."""
+    with open(os.path.join(repo_root, "bench", "results", "td3_stability_normalize_obs.jsonl")) as f:
+        first, *lines = [json.loads(line) for line in f]
+    stamp = first["provenance"]
+    assert stamp["command"] == ("python bench/td3_stability.py --normalize-obs --out "
+                                "bench/results/td3_stability_normalize_obs.jsonl")
+    assert len(stamp["commit"]) == 40 and stamp["environment"]["git"]["uncommitted"] == 0
+    assert [line["step"] for line in lines[:-1]] == list(range(1000, 30_001, 1000)) and lines[-1]["normalize_obs"]
+
+
 def test_the_robustness_table_evaluates_the_policies_of_the_stamped_sweeps(repo_root):
     """docs/plugins/dr_sac.md's shifted-pendulum table: its file is stamped, and the sweeps whose final policies it
     played trained at the commits their own stamped results files record (so table and comparison rows are one run)."""
