@@ -169,6 +169,22 @@ def test_the_robustness_table_evaluates_the_policies_of_the_stamped_sweeps(repo_
         assert len([e for e in content["evaluations"] if e["dir"] == sweep_dir]) == len(rows) * 6, sweep_dir
 
 
+def test_a_learning_figure_reads_where_each_run_first_reached_the_score_and_refuses_older_files(tmp_path, repo_root):
+    stamped = {"command": "jaxrl train --steps 30000", "date": "2026-12-07 15:00 UTC", "commit": "a" * 40,
+               "environment": {"cpu": {"model": "Some CPU"}},
+               "eval_curve": [[10_000, 5.0], [20_000, 801.0], [30_000, 790.4]], "eval_wall_s": [3.0, 6.4, 9.6]}
+    (tmp_path / "f.json").write_text(json.dumps({"runs": [stamped]}))
+    printed = subprocess.run([sys.executable, "bench/default_run.py", "--learning", str(tmp_path / "f.json")],
+                             cwd=repo_root, capture_output=True, text=True, check=True).stdout.strip()
+    assert printed == ("- `jaxrl train --steps 30000`: first ≥ 800 at 20k env steps in 6 s; 790 at 30k in 10 s "
+                       "(evaluations 5, 801, 790; 2026-12-07 at aaaaaaa, Some CPU)")
+    del stamped["eval_wall_s"]
+    (tmp_path / "f.json").write_text(json.dumps({"runs": [stamped]}))
+    done = subprocess.run([sys.executable, "bench/default_run.py", "--learning", str(tmp_path / "f.json")],
+                          cwd=repo_root, capture_output=True, text=True)
+    assert done.returncode != 0 and "has no evaluation wall times" in done.stderr
+
+
 def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_root):
     sys.path.insert(0, os.path.join(repo_root, "bench"))
     try:
