@@ -4,6 +4,7 @@ other ``bench/results/NAME.toml`` a page cites (the fastsac_cpu sweeps of docs/b
     python bench/plugin_sweeps.py issue33_swingup_td3 issue33_swingup_aro_ddpg # these two sweep files
     python bench/plugin_sweeps.py --all                                        # the comparison's 15 (~3.5 h, 2 cores)
     python bench/plugin_sweeps.py --refresh issue34_swingup_symphony           # add curves from /tmp/sweeps/NAME
+    python bench/plugin_sweeps.py --table fastsac_cpu_alpha_sweep              # every evaluation, from NAME.json
 
 Each NAME is a sweep file ``bench/results/NAME.toml``: it runs as ``jaxrl sweep bench/results/NAME.toml --out
 OUT/NAME`` would (in this process, members already finished under OUT reused) and writes
@@ -12,8 +13,9 @@ command, the date the sweep started, the commit and the environment block), from
 prints the table; ``curves``: each member's evaluations as ``[env_steps, eval/return, wall_s]`` (``wall_s`` from
 the start of its program, compile included), for figures read at a step before the last; and ``final_metrics``: each
 member's last logged row (the terms a page reads at the end). ``--refresh NAME`` adds the last two to a file written
-before they were kept, from the sweep directory of the run it records. A JSON file rather than the CSV alone because
-a CSV row cannot hold the nested environment block.
+before they were kept, from the sweep directory of the run it records; ``--table NAME...`` prints every evaluation
+of every member of the named files as one markdown table, with what measured each. A JSON file rather than the CSV
+alone because a CSV row cannot hold the nested environment block.
 """
 from __future__ import annotations
 
@@ -83,6 +85,38 @@ def refresh(name: str, sweep_dir: str) -> None:
     print(f"{name}: curves and final metrics of {len(rows)} members added from {sweep_dir}")
 
 
+def table(names: list[str]) -> str:
+    """A markdown table of the named results files: a row per member (its grid setting and seed) with its return at
+    each evaluation (columns by thousands of env steps, blank where it had none) and its program's seconds (compile +
+    run: a sweep's members share one program), then a line naming each file's date, commit and CPU."""
+    import tomllib
+
+    contents = {}
+    for name in names:
+        with open(os.path.join(RESULTS, f"{name}.json")) as f:
+            contents[name] = json.load(f)
+    columns = sorted({round(steps / 1000) for c in contents.values() for curve in c["curves"].values()
+                      for steps, _, _ in curve})
+    lines = ["| sweep | setting | seed | " + " | ".join(f"{k}k" for k in columns) + " | program s |",
+             "|---" * (len(columns) + 4) + "|"]
+    measured = []
+    for name, content in contents.items():
+        with open(os.path.join(RESULTS, f"{name}.toml"), "rb") as f:
+            grid = list(tomllib.load(f).get("grid", {}))
+        for row in content["rows"]:
+            at = {round(steps / 1000): value for steps, value, _ in content["curves"][row["member_id"]]}
+            setting = " ".join(f"{key}={row[key]}" for key in grid)
+            returns = " | ".join(f"{at[k]:.0f}" if k in at else "" for k in columns)
+            seconds = float(row["compile_s"]) + float(row["run_s"])
+            lines.append(f"| {name} | {setting} | {row['seed']} | {returns} | {seconds:.0f} |")
+        stamp = content["provenance"]
+        measured.append(f"`{name}` {stamp['date'][:10]} at {stamp['commit'][:7]}")
+    cpu = sorted({c["provenance"]["environment"]["cpu"]["model"] for c in contents.values()})
+    lines.append("")
+    lines.append(f"Measured by `python bench/plugin_sweeps.py NAME` ({', '.join(measured)}; {', '.join(cpu)}).")
+    return "\n".join(lines)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("names", nargs="*", help="sweep files under bench/results/, without .toml")
@@ -90,12 +124,17 @@ def main() -> int:
     parser.add_argument("--out", default="/tmp/sweeps", help="where the sweeps' run directories go")
     parser.add_argument("--refresh", action="store_true",
                         help="add curves and final metrics to NAME.json from OUT/NAME, the run it records")
+    parser.add_argument("--table", action="store_true",
+                        help="print every evaluation of the named results files as a markdown table")
     args = parser.parse_args()
     names = sweep_names() if args.all else args.names
     unknown = sorted(set(names) - set(sweep_names(comparison_only=False)))
     if unknown or not names:
         parser.error(f"unknown sweep {unknown[0]!r}; choose from {', '.join(sweep_names(comparison_only=False))}"
                      if unknown else "name a sweep file or pass --all")
+    if args.table:
+        print(table(names))
+        return 0
     if args.refresh:
         for name in names:
             refresh(name, os.path.join(args.out, name))

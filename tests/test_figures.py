@@ -205,6 +205,26 @@ def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_roo
     assert "fastsac_cpu_alpha_sweep" not in plugin_sweeps.sweep_names()
 
 
+def test_a_sweeps_evaluation_table_has_a_row_per_member_and_a_column_per_evaluation(tmp_path, monkeypatch,
+                                                                                      repo_root):
+    sys.path.insert(0, os.path.join(repo_root, "bench"))
+    try:
+        import plugin_sweeps
+    finally:
+        sys.path.pop(0)
+    monkeypatch.setattr(plugin_sweeps, "RESULTS", str(tmp_path))
+    (tmp_path / "s.toml").write_text('config = "sac"\n[grid]\ntau = [0.1, 0.2]\n')
+    rows = [{"member_id": "a", "seed": "0", "tau": "0.1", "compile_s": "10.4", "run_s": "100.3"},
+            {"member_id": "b", "seed": "0", "tau": "0.2", "compile_s": "10.4", "run_s": "100.3"}]
+    stamp = {"date": "2026-12-07 17:00 UTC", "commit": "b" * 40, "environment": {"cpu": {"model": "Some CPU"}}}
+    curves = {"a": [[2016, 10.4, 5.0], [4032, 20.6, 9.0]], "b": [[4032, -3.5, 9.0]]}  # b missed its first one
+    (tmp_path / "s.json").write_text(json.dumps({"provenance": stamp, "rows": rows, "curves": curves}))
+    assert plugin_sweeps.table(["s"]) == (
+        "| sweep | setting | seed | 2k | 4k | program s |\n|---|---|---|---|---|---|\n"
+        "| s | tau=0.1 | 0 | 10 | 21 | 111 |\n| s | tau=0.2 | 0 |  | -4 | 111 |\n\n"
+        "Measured by `python bench/plugin_sweeps.py NAME` (`s` 2026-12-07 at bbbbbbb; Some CPU).")
+
+
 def test_the_plugin_table_reads_a_stamped_sweep_before_its_bare_csv_and_marks_the_bare_ones(tmp_path, monkeypatch,
                                                                                               repo_root):
     sys.path.insert(0, os.path.join(repo_root, "bench"))
