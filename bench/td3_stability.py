@@ -16,7 +16,8 @@ one env, and prints its deterministic evaluation (5 episodes) every 2000 env ste
 
 ``--out FILE`` also writes the lines to FILE after a first line holding the ``jaxrl.provenance`` stamp (command,
 date, commit, environment block), as ``bench/results/td3_stability_normalize_obs.jsonl`` was written
-(``td3_stability_sbx.jsonl`` is older: printed lines without a stamp, in an earlier format).
+and ``python bench/td3_stability.py --sbx --out bench/results/td3_stability_sbx.jsonl`` (whose first line after the
+stamp names SBX's own stack: sbx-rl, stable-baselines3, gymnasium, torch).
 """
 from __future__ import annotations
 
@@ -108,6 +109,8 @@ def ours(steps: int, normalize_obs: bool, seeds: int, emit) -> None:
 
 
 def sbx_td3(steps: int, seeds: int, emit) -> None:
+    from importlib import metadata
+
     import gymnasium as gym
     import numpy as np
     import sbx
@@ -125,6 +128,9 @@ def sbx_td3(steps: int, seeds: int, emit) -> None:
             returns.append(total)
         return float(np.mean(returns))
 
+    # the stamp's environment block names jaxrl's stack; the other library's stack goes in the first line
+    emit({"sbx_packages": {name: metadata.version(name) for name in
+                           ("sbx-rl", "stable-baselines3", "gymnasium", "mujoco", "torch", "jax")}})
     for seed in range(seeds):
         env, eval_env = gym.make("InvertedPendulum-v5"), gym.make("InvertedPendulum-v5")
         max_action = float(env.action_space.high[0])  # 3: noise scales by it, as in the official code

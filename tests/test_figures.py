@@ -20,6 +20,11 @@ GENERATORS = [
     ["bench/pbt_vs_grid.py", "--markdown"],
     ["bench/robust_pendulum.py", "--table", "bench/results/issue33_pendulum_robust.json"],
     ["bench/default_run.py", "--readme"],
+    ["bench/default_run.py", "--learning", "bench/results/learning_swingup_cpu.json"],
+    ["bench/default_run.py", "--learning", "bench/results/fasttd3_cpu_balance_12k.json"],
+    ["bench/default_run.py", "--learning", "bench/results/fastsac_cpu_balance_12k.json"],
+    ["bench/plugin_sweeps.py", "--table", "fastsac_cpu_alpha_sweep", "fastsac_cpu_alpha_lr_sweep",
+     "fastsac_cpu_delay_sweep", "fastsac_cpu_tau_sweep", "fastsac_cpu_actor_updates_sweep"],
     ["bench/test_time.py", "--readme"],
     ["bench/test_time.py", "--full", "--readme"],
     ["bench/reproduce_table.py", "bench/results/reproduce_sac_dmc.json"],
@@ -65,6 +70,26 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
     for r in runs:
         assert r["date"] and len(r["commit"]) == 40 and r["environment"]["packages"]["jax"]
         assert r["eval_curve"][-1] == [r["env_steps"], pytest.approx(r["final_eval_return"])]
+
+
+@pytest.mark.parametrize("name, commands", [
+    ("learning_swingup_cpu", ["jaxrl train --config fasttd3_cpu --env dmc/CartpoleSwingup --steps 100000",
+                              "jaxrl train --config fastsac_cpu --env dmc/CartpoleSwingup --steps 100000",
+                              "jaxrl train --steps 100000"]),
+    ("fasttd3_cpu_balance_12k", ["jaxrl train --config fasttd3_cpu --env dmc/CartpoleBalance --steps 12000 "
+                                 "--eval-every 2000"]),
+    ("fastsac_cpu_balance_12k", ["jaxrl train --config fastsac_cpu --env dmc/CartpoleBalance --steps 12000 "
+                                 "--eval-every 2000"])])
+def test_each_learning_figures_runs_were_measured_from_a_clean_checkout_as_the_page_types_them(repo_root, name,
+                                                                                                commands):
+    """docs/benchmarks/massive.md's learning figures: the commands it types, each run stamped from a clean checkout,
+    with a wall time for each evaluation (what ``--learning`` reads)."""
+    with open(os.path.join(repo_root, "bench", "results", f"{name}.json")) as f:
+        runs = json.load(f)["runs"]
+    assert [r["command"] for r in runs] == commands
+    for r in runs:
+        assert len(r["commit"]) == 40 and r["environment"]["git"]["uncommitted"] == 0
+        assert len(r["eval_wall_s"]) == len(r["eval_curve"]) and r["eval_curve"][-1][0] == r["env_steps"]
 
 
 def test_the_quick_tiers_time_says_what_measured_it(repo_root):
