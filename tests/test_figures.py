@@ -175,6 +175,18 @@ def test_td3s_stability_lines_say_what_measured_them(repo_root):
     assert [line["step"] for line in lines[:-1]] == list(range(1000, 30_001, 1000)) and lines[-1]["normalize_obs"]
 
 
+def test_sbxs_td3_lines_say_what_measured_them_and_with_which_stack(repo_root):
+    """docs/agents/td3.md's SBX figures: the stamp of a clean checkout, then SBX's own versions, then a line per
+    seed."""
+    with open(os.path.join(repo_root, "bench", "results", "td3_stability_sbx.jsonl")) as f:
+        first, stack, *seeds = [json.loads(line) for line in f]
+    stamp = first["provenance"]
+    assert stamp["command"] == "python bench/td3_stability.py --sbx --out bench/results/td3_stability_sbx.jsonl"
+    assert len(stamp["commit"]) == 40 and stamp["environment"]["git"]["uncommitted"] == 0
+    assert stack["sbx_packages"]["sbx-rl"] and stack["sbx_packages"]["stable-baselines3"]
+    assert [s["sbx_td3_seed"] for s in seeds] == [0, 1, 2] and all(len(s["eval_every_2000"]) == 10 for s in seeds)
+
+
 def test_the_robustness_table_evaluates_the_policies_of_the_stamped_sweeps(repo_root):
     """docs/plugins/dr_sac.md's shifted-pendulum table: its file is stamped, and the sweeps whose final policies it
     played trained at the commits their own stamped results files record (so table and comparison rows are one run)."""
@@ -208,6 +220,27 @@ def test_a_learning_figure_reads_where_each_run_first_reached_the_score_and_refu
     done = subprocess.run([sys.executable, "bench/default_run.py", "--learning", str(tmp_path / "f.json")],
                           cwd=repo_root, capture_output=True, text=True)
     assert done.returncode != 0 and "has no evaluation wall times" in done.stderr
+
+
+def test_the_whole_suites_sentence_adds_the_empty_cache_run_where_the_file_has_one(tmp_path, repo_root):
+    sys.path.insert(0, os.path.join(repo_root, "bench"))
+    try:
+        import test_time
+    finally:
+        sys.path.pop(0)
+    run = {"cache": "as an earlier run left it", "passed": 10, "skipped": 1, "seconds": 1500.4,
+           "date": "2026-12-07 18:00 UTC", "commit": "c" * 40, "environment": {"cpu": {"model": "Some CPU"}}}
+    (tmp_path / "one.json").write_text(json.dumps({"runs": [run]}))
+    warm = ("10 tests passed (1 skipped) in 25 minutes on 2 cores with the compilation cache an earlier run left "
+            "(1500 s on 2026-12-07 at ccccccc on an Some CPU; `python bench/test_time.py --full` measures it into "
+            "`bench/results/test_time_full.json`")
+    readme = "; `python bench/test_time.py --full --readme` prints this sentence)"
+    assert test_time.full_sentence(str(tmp_path / "one.json")) == warm + readme
+    empty = {**run, "cache": "empty", "seconds": 3600.0, "commit": "d" * 40}
+    (tmp_path / "two.json").write_text(json.dumps({"runs": [empty, run]}))  # either order
+    assert test_time.full_sentence(str(tmp_path / "two.json")) == (
+        warm + "); with an empty cache, as on a new machine, 10 passed in 60 minutes (3600 s on 2026-12-07 at "
+        "ddddddd; `python bench/test_time.py --full --empty-cache`" + readme)
 
 
 def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_root):
