@@ -2,6 +2,7 @@
 as the page says: a re-measured file or an edited figure cannot drift apart from the other (bench/plugin_table.py's
 table is checked in tests/test_paper_plugins.py, the fingerprints in tests/test_fingerprints.py)."""
 import glob
+import importlib
 import json
 import math
 import os
@@ -44,6 +45,15 @@ GENERATORS = [
     ["bench/suite_summary.py", "--readme", "bench/results/gpu_suite_h200.jsonl",
      "bench/results/gpu_suite_h200_1env.jsonl"],
 ]
+
+
+def bench_script(repo_root, name: str):
+    """A bench/ script imported as a module (bench/ is a folder of scripts, not a package)."""
+    sys.path.insert(0, os.path.join(repo_root, "bench"))
+    try:
+        return importlib.import_module(name)
+    finally:
+        sys.path.pop(0)
 
 
 def pages(repo_root) -> dict[str, str]:
@@ -223,11 +233,7 @@ def test_a_learning_figure_reads_where_each_run_first_reached_the_score_and_refu
 
 
 def test_the_whole_suites_sentence_adds_the_empty_cache_run_where_the_file_has_one(tmp_path, repo_root):
-    sys.path.insert(0, os.path.join(repo_root, "bench"))
-    try:
-        import test_time
-    finally:
-        sys.path.pop(0)
+    test_time = bench_script(repo_root, "test_time")
     run = {"cache": "as an earlier run left it", "passed": 10, "skipped": 1, "seconds": 1500.4,
            "date": "2026-12-07 18:00 UTC", "commit": "c" * 40, "environment": {"cpu": {"model": "Some CPU"}}}
     (tmp_path / "one.json").write_text(json.dumps({"runs": [run]}))
@@ -244,11 +250,7 @@ def test_the_whole_suites_sentence_adds_the_empty_cache_run_where_the_file_has_o
 
 
 def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_root):
-    sys.path.insert(0, os.path.join(repo_root, "bench"))
-    try:
-        import plugin_sweeps
-    finally:
-        sys.path.pop(0)
+    plugin_sweeps = bench_script(repo_root, "plugin_sweeps")
     member = tmp_path / "members" / "abc"
     member.mkdir(parents=True)
     (member / "metrics.csv").write_text("env_steps,eval/return,train/q,wall_s\n"
@@ -265,11 +267,7 @@ def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_roo
 
 def test_a_sweeps_evaluation_table_has_a_row_per_member_and_a_column_per_evaluation(tmp_path, monkeypatch,
                                                                                       repo_root):
-    sys.path.insert(0, os.path.join(repo_root, "bench"))
-    try:
-        import plugin_sweeps
-    finally:
-        sys.path.pop(0)
+    plugin_sweeps = bench_script(repo_root, "plugin_sweeps")
     monkeypatch.setattr(plugin_sweeps, "RESULTS", str(tmp_path))
     (tmp_path / "s.toml").write_text('config = "sac"\n[grid]\ntau = [0.1, 0.2]\n')
     rows = [{"member_id": "a", "seed": "0", "tau": "0.1", "compile_s": "10.4", "run_s": "100.3"},
@@ -285,11 +283,7 @@ def test_a_sweeps_evaluation_table_has_a_row_per_member_and_a_column_per_evaluat
 
 def test_the_plugin_table_reads_a_stamped_sweep_before_its_bare_csv_and_marks_the_bare_ones(tmp_path, monkeypatch,
                                                                                               repo_root):
-    sys.path.insert(0, os.path.join(repo_root, "bench"))
-    try:
-        import plugin_table
-    finally:
-        sys.path.pop(0)
+    plugin_table = bench_script(repo_root, "plugin_table")
     monkeypatch.setattr(plugin_table, "RESULTS", str(tmp_path))
     (tmp_path / "a.csv").write_text("member,final_eval_return\n0,1.5\n")
     assert plugin_table.read("a") == ([{"member": "0", "final_eval_return": "1.5"}], False)
@@ -317,11 +311,7 @@ def test_nothing_users_get_points_outside_the_repository(repo_root):
 def test_startup_labels_a_tree_dirty_by_its_code_not_by_the_results_file_it_appends_to(tmp_path, repo_root):
     """bench/startup.py appends each run's line to bench/results/ of the after tree (this checkout) before it labels
     that tree: the results file alone must not make it "+changes", a changed source file must."""
-    sys.path.insert(0, os.path.join(repo_root, "bench"))
-    try:
-        import startup
-    finally:
-        sys.path.pop(0)
+    startup = bench_script(repo_root, "startup")
     git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
     (tmp_path / "bench" / "results").mkdir(parents=True)
     (tmp_path / "bench" / "results" / "startup_cpu.jsonl").write_text("{}\n")
