@@ -86,35 +86,44 @@ def refresh(name: str, sweep_dir: str) -> None:
 
 
 def table(names: list[str]) -> str:
-    """A markdown table of the named results files: a row per member (its grid setting and seed) with its return at
-    each evaluation (columns by thousands of env steps, blank where it had none) and its program's seconds (compile +
-    run: a sweep's members share one program), then a line naming each file's date, commit and CPU."""
-    import tomllib
-
+    """A markdown table of the named results files: a row per member (its swept values and seed) with its return at
+    each evaluation (columns by env steps to the nearest 500, blank where it had none) and its program's seconds
+    (compile + run: a sweep's members share one program), then a line naming the command, date and commit that
+    measured each file and the CPU."""
     contents = {}
     for name in names:
-        with open(os.path.join(RESULTS, f"{name}.json")) as f:
+        path = os.path.join(RESULTS, f"{name}.json")
+        if not os.path.exists(path):
+            raise SystemExit(f"bench/results/{name}.json does not exist: measure it with "
+                             f"python bench/plugin_sweeps.py {name}")
+        with open(path) as f:
             contents[name] = json.load(f)
-    columns = sorted({round(steps / 1000) for c in contents.values() for curve in c["curves"].values()
-                      for steps, _, _ in curve})
-    lines = ["| sweep | setting | seed | " + " | ".join(f"{k}k" for k in columns) + " | program s |",
+        if "curves" not in contents[name]:
+            raise SystemExit(f"bench/results/{name}.json keeps no evaluations: add them with python "
+                             f"bench/plugin_sweeps.py --refresh {name} (from its run's sweep directory)")
+
+    def at(steps: int) -> float:  # thousands of env steps, to the nearest 500 (16 envs step 2016, 4032, ...)
+        return round(steps / 500) / 2
+
+    columns = sorted({at(steps) for c in contents.values() for curve in c["curves"].values() for steps, _, _ in curve})
+    lines = ["| sweep | setting | seed | " + " | ".join(f"{k:g}k" for k in columns) + " | program s |",
              "|---" * (len(columns) + 4) + "|"]
-    measured = []
     for name, content in contents.items():
-        with open(os.path.join(RESULTS, f"{name}.toml"), "rb") as f:
-            grid = list(tomllib.load(f).get("grid", {}))
         for row in content["rows"]:
-            at = {round(steps / 1000): value for steps, value, _ in content["curves"][row["member_id"]]}
-            setting = " ".join(f"{key}={row[key]}" for key in grid)
-            returns = " | ".join(f"{at[k]:.0f}" if k in at else "" for k in columns)
+            keys = list(row)  # results.csv's layout: the swept values sit between seed and final_eval_return
+            swept = keys[keys.index("seed") + 1:keys.index("final_eval_return")]
+            returns = {at(steps): value for steps, value, _ in content["curves"][row["member_id"]]}
+            cells = " | ".join(f"{returns[k]:.0f}" if k in returns else "" for k in columns)
             seconds = float(row["compile_s"]) + float(row["run_s"])
-            lines.append(f"| {name} | {setting} | {row['seed']} | {returns} | {seconds:.0f} |")
+            lines.append(f"| {name} | {' '.join(f'{key}={row[key]}' for key in swept)} | {row['seed']} | {cells} | "
+                         f"{seconds:.0f} |")
+    by_command: dict[str, list[str]] = {}
+    for name, content in contents.items():
         stamp = content["provenance"]
-        measured.append(f"`{name}` {stamp['date'][:10]} at {stamp['commit'][:7]}")
+        by_command.setdefault(stamp["command"], []).append(f"`{name}` {stamp['date'][:10]} at {stamp['commit'][:7]}")
     cpu = sorted({c["provenance"]["environment"]["cpu"]["model"] for c in contents.values()})
-    lines.append("")
-    lines.append(f"Measured by `python bench/plugin_sweeps.py NAME` ({', '.join(measured)}; {', '.join(cpu)}).")
-    return "\n".join(lines)
+    measured = "; ".join(f"`{command}` ({', '.join(files)})" for command, files in by_command.items())
+    return "\n".join([*lines, "", f"Measured by {measured}; {', '.join(cpu)}."])
 
 
 def main() -> int:

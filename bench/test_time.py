@@ -73,6 +73,9 @@ def full_sentence(path: str = FULL_RESULTS) -> str:
     earlier run left, and the empty-cache run where the file has one)."""
     with open(path) as f:
         runs = {r["cache"]: r for r in json.load(f)["runs"]}
+    if WARM_FULL not in runs:
+        raise SystemExit(f"{path} holds no whole-suite run with the cache an earlier run left: measure one with "
+                         "python bench/test_time.py --full")
     run = runs[WARM_FULL]
     sentence = (f"{run['passed']} tests passed ({run['skipped']} skipped) in {run['seconds'] / 60:.0f} minutes on 2 "
                 f"cores with the compilation cache an earlier run left ({run['seconds']:.0f} s on {run['date'][:10]} "
@@ -87,6 +90,16 @@ def full_sentence(path: str = FULL_RESULTS) -> str:
     return sentence + "; `python bench/test_time.py --full --readme` prints this sentence)"
 
 
+def replacing(path: str, run: dict) -> list[dict]:
+    """The runs of the results file at ``path`` (none if it does not exist) with ``run`` in place of the one with its
+    cache state, the warm run first."""
+    kept = []
+    if os.path.exists(path):
+        with open(path) as f:
+            kept = [r for r in json.load(f)["runs"] if r["cache"] != run["cache"]]
+    return sorted([*kept, run], key=lambda r: r["cache"] != WARM_FULL)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--readme", action="store_true", help="print the README's sentence from the results file")
@@ -94,24 +107,20 @@ def main() -> int:
     parser.add_argument("--empty-cache", action="store_true",
                         help="with --full: run it with HOME at a fresh directory (an empty cache)")
     args = parser.parse_args()
+    if args.empty_cache and not args.full:
+        parser.error("--empty-cache times the whole suite: pass it with --full (the quick tier always runs both)")
     if args.readme:
         print(full_sentence() if args.full else readme())
         return 0
     from default_run import write_runs  # bench/ is this script's directory, first on sys.path
 
-    if args.empty_cache and not args.full:
-        parser.error("--empty-cache times the whole suite: pass it with --full (the quick tier always runs both)")
     if args.full:
         if args.empty_cache:
             with tempfile.TemporaryDirectory() as home:
                 run = measure(home, "empty", FULL)
         else:
             run = measure(None, WARM_FULL, FULL)
-        kept = []
-        if os.path.exists(FULL_RESULTS):
-            with open(FULL_RESULTS) as f:
-                kept = [r for r in json.load(f)["runs"] if r["cache"] != run["cache"]]
-        write_runs(FULL_RESULTS, sorted([*kept, run], key=lambda r: r["cache"] != WARM_FULL))
+        write_runs(FULL_RESULTS, replacing(FULL_RESULTS, run))
         print(full_sentence())
         return 0
     with tempfile.TemporaryDirectory() as home:

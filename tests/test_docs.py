@@ -42,6 +42,25 @@ def test_the_site_builds_in_strict_mode_with_every_page_and_reference(tmp_path):
     assert "target_update_period" in sac_page and "arXiv 1812.05905 Table 1" in sac_page  # generated from the code
 
 
+def test_no_list_item_or_table_row_of_a_page_renders_as_paragraph_text():
+    """Python-Markdown (mkdocs' renderer, with the site's extensions) nests a block in a list item only when it is
+    indented 4 spaces, and starts a list only after a blank line: otherwise the next bullets or a table's rows
+    render as one paragraph of literal '* ...' / '| ...' text, which the figure tests (whitespace-collapsed text)
+    cannot see."""
+    import markdown
+
+    swallowed = []
+    for path in ["README.md", *sorted(glob.glob("docs/**/*.md", root_dir=ROOT, recursive=True))]:
+        with open(os.path.join(ROOT, path)) as f:
+            html = markdown.markdown(f.read(), extensions=["tables", "admonition", "toc", "pymdownx.superfences",
+                                                           "pymdownx.arithmatex"],
+                                     extension_configs={"pymdownx.arithmatex": {"generic": True}})
+        for paragraph in re.findall(r"<p>(.*?)</p>", html, flags=re.S):
+            swallowed += [f"{path}: {line[:60]}" for line in paragraph.split("\n")
+                          if re.match(r"(\* |- |\| )", re.sub(r"<[^>]+>", "", line).strip())]
+    assert not swallowed, "\n".join(swallowed)
+
+
 def test_the_defaults_table_is_the_configs_fields_with_their_docstrings_and_official_values(monkeypatch):
     import dataclasses
     import types

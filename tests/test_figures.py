@@ -247,6 +247,13 @@ def test_the_whole_suites_sentence_adds_the_empty_cache_run_where_the_file_has_o
     assert test_time.full_sentence(str(tmp_path / "two.json")) == (
         warm + "); with an empty cache, as on a new machine, 10 passed in 60 minutes (3600 s on 2026-12-07 at "
         "ddddddd; `python bench/test_time.py --full --empty-cache`" + readme)
+    # measuring one kind of run again replaces that run and keeps the other
+    again = {**empty, "seconds": 3000.0}
+    assert test_time.replacing(str(tmp_path / "two.json"), again) == [run, again]
+    assert test_time.replacing(str(tmp_path / "none.json"), again) == [again]
+    (tmp_path / "empty_only.json").write_text(json.dumps({"runs": [empty]}))
+    with pytest.raises(SystemExit, match="no whole-suite run with the cache an earlier run left"):
+        test_time.full_sentence(str(tmp_path / "empty_only.json"))
 
 
 def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_root):
@@ -269,16 +276,31 @@ def test_a_sweeps_evaluation_table_has_a_row_per_member_and_a_column_per_evaluat
                                                                                       repo_root):
     plugin_sweeps = bench_script(repo_root, "plugin_sweeps")
     monkeypatch.setattr(plugin_sweeps, "RESULTS", str(tmp_path))
-    (tmp_path / "s.toml").write_text('config = "sac"\n[grid]\ntau = [0.1, 0.2]\n')
-    rows = [{"member_id": "a", "seed": "0", "tau": "0.1", "compile_s": "10.4", "run_s": "100.3"},
-            {"member_id": "b", "seed": "0", "tau": "0.2", "compile_s": "10.4", "run_s": "100.3"}]
-    stamp = {"date": "2026-12-07 17:00 UTC", "commit": "b" * 40, "environment": {"cpu": {"model": "Some CPU"}}}
+
+    def row(member_id, seed, swept):  # results.csv's layout: the swept values between seed and final_eval_return
+        return {"member_id": member_id, "seed": seed, **swept, "final_eval_return": "0", "compile_s": "10.4",
+                "run_s": "100.3", "commit": "b" * 12}
+
+    def stamp(command, commit, cpu="Some CPU"):
+        return {"command": command, "date": "2026-12-07 17:00 UTC", "commit": commit * 40,
+                "environment": {"cpu": {"model": cpu}}}
+
+    rows = [row("a", "0", {"tau": "0.1", "loop.n_step": "3"}), row("b", "0", {"tau": "0.2", "loop.n_step": "3"})]
     curves = {"a": [[2016, 10.4, 5.0], [4032, 20.6, 9.0]], "b": [[4032, -3.5, 9.0]]}  # b missed its first one
-    (tmp_path / "s.json").write_text(json.dumps({"provenance": stamp, "rows": rows, "curves": curves}))
-    assert plugin_sweeps.table(["s"]) == (
-        "| sweep | setting | seed | 2k | 4k | program s |\n|---|---|---|---|---|---|\n"
-        "| s | tau=0.1 | 0 | 10 | 21 | 111 |\n| s | tau=0.2 | 0 |  | -4 | 111 |\n\n"
-        "Measured by `python bench/plugin_sweeps.py NAME` (`s` 2026-12-07 at bbbbbbb; Some CPU).")
+    (tmp_path / "s.json").write_text(json.dumps({"provenance": stamp("python m s", "b"), "rows": rows,
+                                                 "curves": curves}))
+    (tmp_path / "t.json").write_text(json.dumps({"provenance": stamp("python m t", "c", "Other CPU"),
+                                                 "rows": [row("c", "1", {})], "curves": {"c": [[1500, 7.0, 1.0]]}}))
+    assert plugin_sweeps.table(["s", "t"]) == (
+        "| sweep | setting | seed | 1.5k | 2k | 4k | program s |\n|---|---|---|---|---|---|---|\n"
+        "| s | tau=0.1 loop.n_step=3 | 0 |  | 10 | 21 | 111 |\n| s | tau=0.2 loop.n_step=3 | 0 |  |  | -4 | 111 |\n"
+        "| t |  | 1 | 7 |  |  | 111 |\n\n"
+        "Measured by `python m s` (`s` 2026-12-07 at bbbbbbb); `python m t` (`t` 2026-12-07 at ccccccc); Other CPU, "
+        "Some CPU.")
+    (tmp_path / "u.json").write_text(json.dumps({"provenance": stamp("python m u", "d"), "rows": []}))
+    with pytest.raises(SystemExit, match="u.json keeps no evaluations: add them with python bench/plugin_sweeps.py "
+                                         "--refresh u"):
+        plugin_sweeps.table(["u"])
 
 
 def test_the_plugin_table_reads_a_stamped_sweep_before_its_bare_csv_and_marks_the_bare_ones(tmp_path, monkeypatch,

@@ -65,7 +65,7 @@ def test_the_scaled_down_fastsac_recipe_learns_to_balance_the_dmc_cartpole():
     repeating each action twice as the CLI's do (before 2026-12-05 this test's envs repeated once while the loop
     counted two). Measured here with evaluations every 2k (seed 0, 5 episodes): 292, 370, 320, 527, 597 (and 625 at
     12k, where this test ended until 2026-12-05: cut for the suite's time, the first 10k are the same run); the
-    sweep of ``bench/results/fastsac_cpu_actor_updates_sweep.toml`` (seeds 0 / 1 / 2, 10 episodes) read 500 / 437 /
+    sweep of ``bench/results/fastsac_cpu_actor_updates_sweep.toml`` (seeds 0 / 1 / 2, 5 episodes) read 500 / 437 /
     764 at 8k and 999 / 984 / 949 at 10k then, and 436 / 322 / 999 and 644 / 443 / 995 under the lock on 2026-12-07
     (its stamped ``.json``). After the C51 projection's CPU form (2026-12-06) seed 0 on an Intel Xeon read 292, 426,
     318, 439, 670. The assertion is the last evaluation against ~300 for the untrained policy."""
