@@ -256,6 +256,19 @@ def test_the_whole_suites_sentence_adds_the_empty_cache_run_where_the_file_has_o
         test_time.full_sentence(str(tmp_path / "empty_only.json"))
 
 
+def test_the_planning_table_reads_batched_against_looped_per_model_and_env_count(tmp_path, repo_root):
+    rows = [{"provenance": {}},
+            {"num_envs": 1, "decisions_per_s_batched": 2.6, "decisions_per_s_python_loop": 2.31, "ratio": 1.13,
+             "model": "5M"},
+            {"num_envs": 16, "decisions_per_s_batched": 395.4, "decisions_per_s_python_loop": 214.0, "ratio": 1.85,
+             "model": "small"}]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    planning = bench_script(repo_root, "planning_throughput")
+    assert planning.table(str(tmp_path / "p.jsonl")) == (
+        "| model | 1 env | 16 envs |\n|---|---|---|\n| default 5M | 2.6 vs 2.31 (1.13×) |  |\n"
+        "| small (64-wide, 128 samples, 3 iterations) |  | 395 vs 214 (1.85×) |")
+
+
 def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_root):
     plugin_sweeps = bench_script(repo_root, "plugin_sweeps")
     member = tmp_path / "members" / "abc"
