@@ -12,7 +12,7 @@ tests/conftest.py) starts empty as on a new machine; the second reuses it (warm)
 alone. ``bench/results/test_time.json`` keeps, per run, the cache state, the tests passed, the seconds and the
 ``jaxrl.provenance`` stamp (command, date, commit, environment); ``tests/test_figures.py`` checks the README's
 sentence against ``--readme``. The whole suite (``python -m pytest -q -n 2``, the README's test command after the
-install) takes about an hour with an empty cache, so ``--full`` times it once with the cache the machine already has
+install) takes about 50 minutes with an empty cache, so ``--full`` times it once with the cache the machine already has
 (warm after an earlier run of the suite) and ``--full --empty-cache`` once with ``HOME`` at a fresh directory (the
 cache and the assembled Playground assets start empty, as on a new machine); each replaces its own run in
 ``bench/results/test_time_full.json`` and keeps the other.
