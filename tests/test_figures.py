@@ -42,6 +42,7 @@ GENERATORS = [
     ["bench/sweep_vs_sequential.py", "--table", "bench/results/sweep_vs_sequential.jsonl"],
     ["bench/vs_sbx.py", "--table", "bench/results/vs_sbx.jsonl"],
     ["bench/massive.py", "--readme", "bench/results/massive_cpu.jsonl"],
+    ["bench/planning_throughput.py", "--table", "bench/results/planning_throughput.jsonl"],
     ["bench/suite_summary.py", "--readme", "bench/results/gpu_suite_h200.jsonl",
      "bench/results/gpu_suite_h200_1env.jsonl"],
 ]
@@ -195,6 +196,18 @@ def test_sbxs_td3_lines_say_what_measured_them_and_with_which_stack(repo_root):
     assert len(stamp["commit"]) == 40 and stamp["environment"]["git"]["uncommitted"] == 0
     assert stack["sbx_packages"]["sbx-rl"] and stack["sbx_packages"]["stable-baselines3"]
     assert [s["sbx_td3_seed"] for s in seeds] == [0, 1, 2] and all(len(s["eval_every_2000"]) == 10 for s in seeds)
+
+
+def test_the_planning_tables_lines_say_what_measured_them(repo_root):
+    """docs/agents/tdmpc2.md's planning table: the file's first line is the stamp of a clean checkout running the
+    page's command, then a line per model and env count."""
+    with open(os.path.join(repo_root, "bench", "results", "planning_throughput.jsonl")) as f:
+        first, *rows = [json.loads(line) for line in f]
+    stamp = first["provenance"]
+    assert stamp["command"] == ("python bench/planning_throughput.py --models 5M small --out "
+                                "bench/results/planning_throughput.jsonl")
+    assert len(stamp["commit"]) == 40 and stamp["environment"]["git"]["uncommitted"] == 0
+    assert [(r["model"], r["num_envs"]) for r in rows] == [(m, n) for m in ("5M", "small") for n in (1, 16, 64)]
 
 
 def test_the_robustness_table_evaluates_the_policies_of_the_stamped_sweeps(repo_root):
