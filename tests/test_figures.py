@@ -175,25 +175,28 @@ def test_each_stamped_results_file_says_what_measured_it_and_its_rows_agree(repo
                     assert content["final_metrics"][row["member_id"]]["eval/return"] == pytest.approx(final), name
 
 
-def test_td3s_stability_lines_say_what_measured_them(repo_root):
-    """docs/agents/td3.md's inverted-pendulum figures: the file's first line is the stamp of a clean checkout."""
-    with open(os.path.join(repo_root, "bench", "results", "td3_stability_normalize_obs.jsonl")) as f:
+def lines_after_a_clean_stamp(repo_root, name: str, options: str) -> list[dict]:
+    """The lines of ``bench/results/NAME``, whose first line must be the stamp of a clean checkout running
+    ``python bench/<script> OPTIONS --out bench/results/NAME`` as its page types it; the lines after it."""
+    with open(os.path.join(repo_root, "bench", "results", name)) as f:
         first, *lines = [json.loads(line) for line in f]
     stamp = first["provenance"]
-    assert stamp["command"] == ("python bench/td3_stability.py --normalize-obs --out "
-                                "bench/results/td3_stability_normalize_obs.jsonl")
+    assert stamp["command"] == f"python bench/{options} --out bench/results/{name}"
     assert len(stamp["commit"]) == 40 and stamp["environment"]["git"]["uncommitted"] == 0
+    return lines
+
+
+def test_td3s_stability_lines_say_what_measured_them(repo_root):
+    """docs/agents/td3.md's inverted-pendulum figures: the file's first line is the stamp of a clean checkout."""
+    lines = lines_after_a_clean_stamp(repo_root, "td3_stability_normalize_obs.jsonl",
+                                      "td3_stability.py --normalize-obs")
     assert [line["step"] for line in lines[:-1]] == list(range(1000, 30_001, 1000)) and lines[-1]["normalize_obs"]
 
 
 def test_sbxs_td3_lines_say_what_measured_them_and_with_which_stack(repo_root):
     """docs/agents/td3.md's SBX figures: the stamp of a clean checkout, then SBX's own versions, then a line per
     seed."""
-    with open(os.path.join(repo_root, "bench", "results", "td3_stability_sbx.jsonl")) as f:
-        first, stack, *seeds = [json.loads(line) for line in f]
-    stamp = first["provenance"]
-    assert stamp["command"] == "python bench/td3_stability.py --sbx --out bench/results/td3_stability_sbx.jsonl"
-    assert len(stamp["commit"]) == 40 and stamp["environment"]["git"]["uncommitted"] == 0
+    stack, *seeds = lines_after_a_clean_stamp(repo_root, "td3_stability_sbx.jsonl", "td3_stability.py --sbx")
     assert stack["sbx_packages"]["sbx-rl"] and stack["sbx_packages"]["stable-baselines3"]
     assert [s["sbx_td3_seed"] for s in seeds] == [0, 1, 2] and all(len(s["eval_every_2000"]) == 10 for s in seeds)
 
@@ -201,12 +204,7 @@ def test_sbxs_td3_lines_say_what_measured_them_and_with_which_stack(repo_root):
 def test_the_planning_tables_lines_say_what_measured_them(repo_root):
     """docs/agents/tdmpc2.md's planning table: the file's first line is the stamp of a clean checkout running the
     page's command, then a line per model and env count."""
-    with open(os.path.join(repo_root, "bench", "results", "planning_throughput.jsonl")) as f:
-        first, *rows = [json.loads(line) for line in f]
-    stamp = first["provenance"]
-    assert stamp["command"] == ("python bench/planning_throughput.py --models 5M small --out "
-                                "bench/results/planning_throughput.jsonl")
-    assert len(stamp["commit"]) == 40 and stamp["environment"]["git"]["uncommitted"] == 0
+    rows = lines_after_a_clean_stamp(repo_root, "planning_throughput.jsonl", "planning_throughput.py --models 5M small")
     assert [(r["model"], r["num_envs"]) for r in rows] == [(m, n) for m in ("5M", "small") for n in (1, 16, 64)]
 
 
