@@ -262,6 +262,9 @@ def test_the_whole_suites_sentence_adds_the_empty_cache_run_where_the_file_has_o
     again = {**empty, "seconds": 3000.0}
     assert test_time.replacing(str(tmp_path / "two.json"), again) == [run, again]
     assert test_time.replacing(str(tmp_path / "none.json"), again) == [again]
+    done = subprocess.run([sys.executable, "bench/test_time.py", "--empty-cache", "--readme"], cwd=repo_root,
+                          capture_output=True, text=True)  # as a user might type it: refused, not ignored
+    assert done.returncode == 2 and "--empty-cache times the whole suite: pass it with --full" in done.stderr
     (tmp_path / "empty_only.json").write_text(json.dumps({"runs": [empty]}))
     with pytest.raises(SystemExit, match="no whole-suite run with the cache an earlier run left"):
         test_time.full_sentence(str(tmp_path / "empty_only.json"))
