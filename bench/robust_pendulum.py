@@ -61,7 +61,8 @@ directory's swept values sorted."""
         for row in rows:
             column = (os.path.basename(row["dir"].rstrip("/")), row["swept"])
             values.setdefault(column, {}).setdefault(row["shift"], []).append(float(row["mean_return"]))
-    columns = sorted(values, key=lambda c: (list(dict.fromkeys(d for d, _ in values)).index(c[0]), c[1]))
+    position = {d: i for i, d in enumerate(dict.fromkeys(d for d, _ in values))}
+    columns = sorted(values, key=lambda column: (position[column[0]], column[1]))
     lines = ["| shift | " + " | ".join(f"{d} {swept}".strip() for d, swept in columns) + " |",
              "|---|" + "---|" * len(columns)]
     for name, *_ in SHIFTS:

@@ -15,9 +15,9 @@ Q and the fraction of terminal transitions (failures) in the batch. Settings are
 one env, and prints its deterministic evaluation (5 episodes) every 2000 env steps.
 
 ``--out FILE`` also writes the lines to FILE after a first line holding the ``jaxrl.provenance`` stamp (command,
-date, commit, environment block), as ``bench/results/td3_stability_normalize_obs.jsonl`` was written
-and ``python bench/td3_stability.py --sbx --out bench/results/td3_stability_sbx.jsonl`` (whose first line after the
-stamp names SBX's own stack: sbx-rl, stable-baselines3, gymnasium, torch).
+date, commit, environment block), as ``bench/results/td3_stability_normalize_obs.jsonl`` and
+``bench/results/td3_stability_sbx.jsonl`` were written; with ``--sbx`` the line after the stamp names SBX's own stack
+(sbx-rl, stable-baselines3, gymnasium, mujoco, torch, jax).
 """
 from __future__ import annotations
 
