@@ -66,8 +66,9 @@ def main():
     parser.add_argument("--num-envs", nargs="+", type=int, default=[1, 16, 64])
     parser.add_argument("--obs-size", type=int, default=5)
     parser.add_argument("--action-size", type=int, default=1)
-    parser.add_argument("--small", action="store_true", help="a 64-wide model and 128 samples (CPU smoke run)")
-    parser.add_argument("--models", nargs="+", choices=sorted(MODELS), help="measure these models (default: 5M)")
+    which = parser.add_mutually_exclusive_group()  # --small is --models small, kept for the old command lines
+    which.add_argument("--small", action="store_true", help="a 64-wide model and 128 samples (CPU smoke run)")
+    which.add_argument("--models", nargs="+", choices=sorted(MODELS), help="measure these models (default: 5M)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out", help="also write the lines, after a provenance line, to this file")
     parser.add_argument("--table", metavar="FILE", help="print the docs' table from a results file")

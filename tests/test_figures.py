@@ -281,6 +281,9 @@ def test_the_planning_table_reads_batched_against_looped_per_model_and_env_count
     assert planning.table(str(tmp_path / "p.jsonl")) == (
         "| model | 1 env | 16 envs |\n|---|---|---|\n| default 5M | 2.6 vs 2.31 (1.13×) |  |\n"
         "| small (64-wide, 128 samples, 3 iterations) |  | 395 vs 214 (1.85×) |")
+    done = subprocess.run([sys.executable, "bench/planning_throughput.py", "--small", "--models", "5M"],
+                          cwd=repo_root, capture_output=True, text=True)  # one model choice, not a silent winner
+    assert done.returncode == 2 and "--models: not allowed with argument --small" in done.stderr
 
 
 def test_a_sweeps_results_file_keeps_each_members_evaluations(tmp_path, repo_root):
