@@ -6,11 +6,16 @@
         --out bench/results/redq_example.json       # any other command, measured the same way into its own file
     python bench/default_run.py --command "jaxrl train" --set XLA_FLAGS=--xla_cpu_max_isa=SSE4_2 --out F
     python bench/default_run.py --learning F       # a learning figure's lines from a file --command ... --out F wrote
+    python bench/default_run.py --command "jaxrl train" --command "jaxrl train --checkpoint-minutes 1" \
+        --out bench/results/checkpoint_cost.json
+    python bench/default_run.py --checkpoints bench/results/checkpoint_cost.json  # the checkpoint cost's sentence
 
 Each run is ``jaxrl train [--steps N]`` in a fresh working directory (outputs under its ``runs/``), timed as a
 process, compile included (the persistent compilation cache is bypassed so the first run's compile counts, as on a
 new machine). ``bench/results/default_run.json`` keeps, per command, the wall time, the final evaluation return,
-the evaluation curve (and each evaluation's wall time since training started) and the ``jaxrl.provenance`` stamp
+the evaluation curve (and each evaluation's wall time since training started), the seconds spent writing
+checkpoints (``summary.json``'s ``checkpoint_s``) and the size on disk of each checkpoint left, and the
+``jaxrl.provenance`` stamp
 (command, date, commit, environment); ``tests/test_figures.py`` checks the README's sentence against ``--readme``.
 """
 from __future__ import annotations
@@ -51,11 +56,18 @@ def measure(command: list[str], variables: dict[str, str] | None = None) -> dict
         eval_wall = [round(row["wall_s"], 1) for row in rows]  # from the start of train(), compile included
         with open(os.path.join(run_dir, "config.json")) as f:
             environment = json.load(f)["environment"]
+        checkpoints = {os.path.basename(step): round(directory_bytes(step) / 2**20, 2) for step in
+                       sorted(glob.glob(os.path.join(run_dir, "checkpoints", "[0-9]*")), key=lambda d: int(
+                           os.path.basename(d)))}
     typed = " ".join([f"{name}={value}" for name, value in variables.items()] + command)
     return {**provenance.stamp(typed), "environment": environment, "wall_s": round(wall, 1),
             "final_eval_return": summary["final_eval_return"], "env_steps": summary["env_steps"],
             "compile_s": round(summary["compile_s"], 1), "run_s": round(summary["run_s"], 1), "eval_curve": curve,
-            "eval_wall_s": eval_wall}
+            "eval_wall_s": eval_wall, "checkpoint_s": round(summary["checkpoint_s"], 2), "checkpoints_mib": checkpoints}
+
+
+def directory_bytes(path: str) -> int:
+    return sum(os.path.getsize(os.path.join(parent, name)) for parent, _, names in os.walk(path) for name in names)
 
 
 def write_runs(path: str, runs: list[dict]) -> None:
@@ -103,6 +115,24 @@ def learning(path: str, threshold: float = 800) -> str:
     return "\n".join(lines)
 
 
+def checkpoint_cost(path: str) -> str:
+    """run-directories.md's sentence on what checkpoints cost, from a file measuring ``jaxrl train`` and ``jaxrl
+    train --checkpoint-minutes 1``."""
+    with open(path) as f:
+        runs = {r["command"]: r for r in json.load(f)["runs"]}
+    default, often = runs["jaxrl train"], runs["jaxrl train --checkpoint-minutes 1"]
+    (size,) = default["checkpoints_mib"].values()
+    sizes = ", ".join(f"{mib:.1f}" for mib in often["checkpoints_mib"].values())
+    share = 100 * often["checkpoint_s"] / often["run_s"]
+    return (f"Measured on the default run (SAC, `dmc/CartpoleSwingup`, 50k env steps, {default['wall_s'] / 60:.1f} "
+            f"min on this 2-core CPU): the default cadence writes one checkpoint, at the end, in "
+            f"{default['checkpoint_s']:.2f} s and {size:.1f} MiB on disk; with `--checkpoint-minutes 1` the same run "
+            f"spent {often['checkpoint_s']:.2f} s writing checkpoints, {share:.1f} % of its {often['run_s']:.0f} s of "
+            f"training, and kept the newest {len(often['checkpoints_mib'])} "
+            f"({sizes} MiB; {default['date'][:10]} at {(default['commit'] or 'no commit')[:7]}, "
+            f"{default['environment']['cpu']['model']}; `python bench/default_run.py --checkpoints {path}`)")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--readme", action="store_true", help="print the README's sentence from the results file")
@@ -111,7 +141,11 @@ def main() -> int:
                         help="an environment variable for the measured commands (repeatable)")
     parser.add_argument("--out", help="results file for --command (default: the README's default_run.json)")
     parser.add_argument("--learning", metavar="FILE", help="print a learning figure's lines from this results file")
+    parser.add_argument("--checkpoints", metavar="FILE", help="print the checkpoint cost's sentence from this file")
     args = parser.parse_args()
+    if args.checkpoints:
+        print(checkpoint_cost(args.checkpoints))
+        return 0
     if args.readme:
         print(readme())
         return 0

@@ -1,12 +1,17 @@
 """What TD-MPC2 costs per update and per planned step, 3 seeds vmapped, as bench/defaults.py runs it.
 
     python bench/tdmpc2_cost.py          # the widths bench/defaults.py used first, then its REDUCED ones
+    python bench/tdmpc2_cost.py --out bench/results/tdmpc2_cost.jsonl    # the same, appended with provenance
+    python bench/tdmpc2_cost.py --table bench/results/tdmpc2_cost.jsonl  # docs/benchmarks/defaults.md's sentence
 
 Shapes of dmc/CartpoleBalance (5 observations, 1 action); the planned step is one MPPI decision for each of 3 seeds
-x 10 eval envs (bench/defaults.py's evaluation), the update one gradient step of world model and policy prior.
+x 10 eval envs (bench/defaults.py's evaluation), the update one gradient step of world model and policy prior;
+each the mean of 20 calls after a first that compiles.
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import sys
 import time
@@ -15,6 +20,9 @@ import jax
 import jax.numpy as jnp
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from devtime import emit
 
 from agents import tdmpc2
 from bench.defaults import REDUCED
@@ -38,7 +46,7 @@ def ms_per_call(fn, *args, repeats=20) -> float:
     return (time.perf_counter() - start) / repeats * 1e3
 
 
-def measure(name: str, cfg: tdmpc2.Config) -> None:
+def measure(name: str, cfg: tdmpc2.Config, out: str | None) -> None:
     spec = EnvSpec(obs_size=5, action_size=1, decisions_per_episode=1000, can_terminate=False)
     states = jax.vmap(lambda k: tdmpc2.init(k, spec, cfg))(jax.random.split(jax.random.PRNGKey(0), SEEDS))
     b, h = cfg.batch_size, cfg.horizon
@@ -49,14 +57,33 @@ def measure(name: str, cfg: tdmpc2.Config) -> None:
     update = jax.jit(jax.vmap(lambda s, x, k: tdmpc2.update(s, x, k, cfg)[0]))
     plan = jax.jit(jax.vmap(lambda s, o, k, c: tdmpc2.act(s, o, k, cfg, True, c)))
     obs, carry = jnp.ones((SEEDS, EVAL_ENVS, 5)), jnp.zeros((SEEDS, EVAL_ENVS, h, 1))
-    print(f"{name}: {ms_per_call(update, states, batch, keys):.1f} ms per update, "
-          f"{ms_per_call(plan, states, obs, keys, carry):.1f} ms per planned step of {SEEDS} x {EVAL_ENVS} envs",
-          flush=True)
+    emit({"setting": name, "seeds": SEEDS, "eval_envs": EVAL_ENVS,
+          "update_ms": round(ms_per_call(update, states, batch, keys), 1),
+          "plan_ms": round(ms_per_call(plan, states, obs, keys, carry), 1)}, out)
+
+
+def table(path: str) -> str:
+    """defaults.md's sentence: each setting's last line, with the date, commit and CPU of the first."""
+    with open(path) as f:
+        rows = {row["setting"]: row for row in map(json.loads, f)}
+    first = rows[next(iter(SETTINGS))]
+    stamp = first["provenance"]
+    parts = [f"{name}: {row['update_ms']:.0f} ms per update and {row['plan_ms']:.0f} ms per planned eval step of "
+             f"{row['seeds']} seeds × {row['eval_envs']} envs" for name, row in rows.items()]
+    return (f"{'; '.join(parts)} (measured on {stamp['date'][:10]} at {stamp['commit'][:7]} on "
+            f"an {stamp['environment']['cpu']['model']})")
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", default=None, help="also append the JSON lines (with provenance) to this file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print defaults.md's sentence from this file")
+    args = parser.parse_args()
+    if args.table:
+        print(table(args.table))
+        return
     for name, fields in SETTINGS.items():
-        measure(name, tdmpc2.Config(**fields))
+        measure(name, tdmpc2.Config(**fields), args.out)
 
 
 if __name__ == "__main__":

@@ -60,8 +60,9 @@ def suite_loop_defaults(name: str) -> dict[str, Any]:
     return dict(SUITE_LOOP_DEFAULTS.get(suite, {}))
 
 
-# Importing MuJoCo's MJX (Brax and Playground both do) imports NVIDIA Warp for MJX's Warp implementation: ~4.5 s of
-# every process's start on the 2-core CPU here, for an implementation that needs a CUDA GPU.
+# Importing MuJoCo's MJX (Brax and Playground both do) imports NVIDIA Warp for MJX's Warp implementation: seconds of
+# every process's start on a CPU (bench/playground_cost.py measures them), for an implementation that needs a CUDA
+# GPU.
 IMPORT_WARP_ENV = "JAXRL_IMPORT_WARP"
 
 
