@@ -49,6 +49,12 @@ GENERATORS = [
     ["bench/tdmpc2_cost.py", "--table", "bench/results/tdmpc2_cost.jsonl"],
     ["bench/default_run.py", "--checkpoints", "bench/results/checkpoint_cost.json"],
     ["bench/video_cost.py", "--sentence", "bench/results/video_cost.json"],
+    ["bench/random_policy.py", "--sentence", "bench/results/random_policy.jsonl"],
+    ["bench/dmc_physics.py", "--table", "bench/results/dmc_physics.jsonl"],
+    ["bench/ace_causal_weights.py", "--sentence", "bench/results/ace_causal_weights.jsonl"],
+    ["bench/default_run.py", "--learning", "bench/results/sac_swingup_action_repeat1.json"],
+    ["bench/default_run.py", "--learning", "bench/results/simbav2_swingup_narrow.json"],
+    ["bench/default_run.py", "--learning", "bench/results/tdmpc2_small_swingup.json"],
 ]
 
 
@@ -94,11 +100,19 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
     ("fasttd3_cpu_balance_12k", ["jaxrl train --config fasttd3_cpu --env dmc/CartpoleBalance --steps 12000 "
                                  "--eval-every 2000"]),
     ("fastsac_cpu_balance_12k", ["jaxrl train --config fastsac_cpu --env dmc/CartpoleBalance --steps 12000 "
-                                 "--eval-every 2000"])])
+                                 "--eval-every 2000"]),
+    ("sac_swingup_action_repeat1", ["jaxrl train --env dmc/CartpoleSwingup --steps 50000 --seed 0 --action-repeat 1 "
+                                    "--updates-per-step 1"]),
+    ("simbav2_swingup_narrow", ["jaxrl train --agent simbav2 --env dmc/CartpoleSwingup --steps 50000 --seed 0 "
+                                "--simbav2.critic-hidden-dim 128 --action-repeat 1 --updates-per-step 1"]),
+    ("tdmpc2_small_swingup", ["jaxrl train --agent tdmpc2 --env dmc/CartpoleSwingup --steps 50000 --seed 0 "
+                              "--num-envs 16 --tdmpc2.latent-dim 64 --tdmpc2.hidden-dim 128 --tdmpc2.encoder-dim 64 "
+                              "--tdmpc2.batch-size 64 --tdmpc2.num-samples 128 --tdmpc2.num-elites 16 "
+                              "--tdmpc2.num-pi-trajs 8 --tdmpc2.iterations 3 --action-repeat 1"])])
 def test_each_learning_figures_runs_were_measured_from_a_clean_checkout_as_the_page_types_them(repo_root, name,
                                                                                                 commands):
-    """docs/benchmarks/massive.md's learning figures: the commands it types, each run stamped from a clean checkout,
-    with a wall time for each evaluation (what ``--learning`` reads)."""
+    """The learning figures of massive.md, simbav2.md and tdmpc2.md: the commands they type, each run stamped from a
+    clean checkout, with a wall time for each evaluation (what ``--learning`` reads)."""
     with open(os.path.join(repo_root, "bench", "results", f"{name}.json")) as f:
         runs = json.load(f)["runs"]
     assert [r["command"] for r in runs] == commands
@@ -120,7 +134,7 @@ def test_the_quick_tiers_time_says_what_measured_it(repo_root):
                                   "sweep_vs_sequential", "vs_sbx", "massive_cpu", "crossq_vs_sac_cpu",
                                   "crossq_vs_sac_cpu_cost", "data_parallel_cpu", "startup_cpu",
                                   "sac_vs_brax_compile", "cli_pace", "sac_vs_brax_updates", "playground_cost_cpu",
-                                  "tdmpc2_cost"])
+                                  "tdmpc2_cost", "random_policy", "dmc_physics", "ace_causal_weights"])
 def test_each_speed_results_line_says_what_measured_it(repo_root, name):
     with open(os.path.join(repo_root, "bench", "results", f"{name}.jsonl")) as f:
         rows = [json.loads(line) for line in f]
@@ -481,3 +495,38 @@ def test_the_video_figures_come_from_the_runs_last_video_line_and_file(tmp_path,
         "13.6 s (its program's compile included), rendering 17.5 s, encoding 1.2 s, on top of the run's training time "
         "(measured on 2026-12-07 at bbbbbbb on an Some CPU; `python bench/video_cost.py --out "
         f"{tmp_path / 'v.json'}` draws the image and keeps these figures)")
+
+
+def test_the_causal_weight_comparisons_words_read_each_line(tmp_path, repo_root):
+    stamp = {"date": "2026-12-07 21:00 UTC", "commit": "a" * 40,
+             "environment": {"cpu": {"model": "Some CPU", "extensions": ["avx512f"], "cores": 2}}}
+    rows = [{"kind": "synthetic", "env": None, "samples": 10_000, "action_size": 3, "w_ridge": [1.8851, 0.4211, 0.6941],
+             "w_lingam": [1.886, 0.42, 0.694], "beta_lingam": [1.0, -0.5, 0.0], "max_w_difference": 0.00118,
+             "reward_position": 8, "order_length": 8, "lingam_s": 1.04, "provenance": stamp},
+            {"kind": "env", "env": "dmc/CheetahRun", "samples": 10_000, "action_size": 6, "w_ridge": [1.0003] * 6,
+             "w_lingam": [1.0] * 6, "beta_lingam": [0.0] * 6, "max_w_difference": 0.0003, "reward_position": 3,
+             "order_length": 24, "lingam_s": 8.96, "provenance": stamp}]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert bench_script(repo_root, "ace_causal_weights").sentence(str(tmp_path / "a.jsonl")) == (
+        "on the synthetic case with a known answer (`--synthetic`: beta (1, -0.5, 0)) both give w = (1.885, 0.421, "
+        "0.694) to 0.0012; on 10k uniform-random transitions of `dmc/CheetahRun` (6 actions) both give w = 1 within "
+        "0.0003 (DirectLiNGAM's reward row is 0: it orders the reward at 3 of 24). DirectLiNGAM took 1.0 to 9.0 s on "
+        "the host per estimate; the ridge runs inside the program (measured on 2026-12-07 at aaaaaaa on a 2-core Some "
+        f"CPU with AVX-512; `python bench/ace_causal_weights.py --sentence {tmp_path / 'a.jsonl'}`)")
+
+
+def test_the_random_policys_words_and_the_finger_physics_table_read_their_lines(tmp_path, repo_root):
+    rows = [{"env": "dmc/BallInCupPlayground", "episodes": 64, "mean": 0.0},
+            {"env": "dmc/BallInCup", "episodes": 64, "mean": 90.625}]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    printed = subprocess.run([sys.executable, "bench/random_policy.py", "--sentence", str(tmp_path / "r.jsonl")],
+                             cwd=repo_root, capture_output=True, text=True, check=True).stdout.strip()
+    assert printed == ("a random policy collects 0.0 on average over 64 episodes on `dmc/BallInCupPlayground`, 90.6 "
+                       "on average over 64 episodes on `dmc/BallInCup` (`python bench/random_policy.py --sentence "
+                       f"{tmp_path / 'r.jsonl'}`)")
+    row = {"simulator": "MJX", "options": "Playground", "mean_abs_velocity": 0.8123, "fraction_above_5": 0.0551,
+           "max": 23.84, "return_mean": 1.2, "return_sem": 0.46}
+    dmc_physics = bench_script(repo_root, "dmc_physics")
+    assert dmc_physics.table([row]) == (
+        "| simulator | options | mean abs velocity | fraction above 5 | max | random-policy return / 1000 steps |\n"
+        "|---|---|---|---|---|---|\n| MJX | Playground | 0.81 | 0.055 | 23.8 | 1.2 ± 0.5 |")
