@@ -530,3 +530,25 @@ def test_the_random_policys_words_and_the_finger_physics_table_read_their_lines(
     assert dmc_physics.table([row]) == (
         "| simulator | options | mean abs velocity | fraction above 5 | max | random-policy return / 1000 steps |\n"
         "|---|---|---|---|---|---|\n| MJX | Playground | 0.81 | 0.055 | 23.8 | 1.2 ± 0.5 |")
+
+
+def test_each_learning_curve_image_is_drawn_from_committed_results_files_by_the_command_its_page_names(tmp_path,
+                                                                                                       repo_root):
+    drawn = {match for text in pages(repo_root).values()
+             for match in re.findall(r"python bench/plot_results\.py ([^`]+?) --out (docs/\S+\.png)", text)}
+    assert {out for _, out in drawn} == {"docs/plot_plugins_swingup.png", "docs/plot_symphony_swingup.png",
+                                         "docs/plot_ace_finger.png"}
+    for names, out in drawn:
+        assert os.path.exists(os.path.join(repo_root, out))
+        for name in names.split():
+            with open(os.path.join(repo_root, "bench", "results", f"{name}.json")) as f:
+                assert len(json.load(f)["curves"]) == 3, name  # 3 seeds' evaluations
+    names, _ = sorted(drawn)[-1]
+    done = subprocess.run([sys.executable, "bench/plot_results.py", *names.split(), "--out", str(tmp_path / "f.png")],
+                          cwd=repo_root, capture_output=True, text=True, check=True)
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert done.stdout.strip() == str(tmp_path / "f.png")
+    done = subprocess.run([sys.executable, "bench/plot_results.py", "nope", "--out", str(tmp_path / "g.png")],
+                          cwd=repo_root, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "nope: no bench/results/nope.json (a stamped sweep's results file)"
