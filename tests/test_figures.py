@@ -448,6 +448,10 @@ def test_the_checkpoint_sentence_reads_both_runs_and_its_file_was_measured_as_ty
     for r in runs:
         assert len(r["commit"]) == 40 and r["environment"]["git"]["uncommitted"] == 0 and r["checkpoint_s"] > 0
         assert max(map(int, r["checkpoints_mib"])) == r["env_steps"]  # the last checkpoint is the run's end
+    # run-directories.md cites the default run's return on this file's CPU beside the ISA-capped ones
+    assert f"ended the same command at {runs[0]['final_eval_return']:.2f} (the `jaxrl train` run of " \
+           "`bench/results/checkpoint_cost.json`)" in pages(repo_root)["docs/guide/run-directories.md"]
+    assert "avx512f" not in runs[0]["environment"]["cpu"]["extensions"]
 
 
 def test_tdmpc2s_cost_sentence_reads_each_setting(tmp_path, repo_root):
