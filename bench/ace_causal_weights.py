@@ -4,6 +4,8 @@
     python bench/ace_causal_weights.py --env dmc/CheetahRun --samples 10000
     python bench/ace_causal_weights.py --run runs/ace-dmc-CheetahRun-...     # a run's newest replay transitions
     python bench/ace_causal_weights.py --synthetic                            # a linear case with a known answer
+    python bench/ace_causal_weights.py --synthetic --out F; ... --env E --out F   # a stamped line per comparison
+    python bench/ace_causal_weights.py --sentence bench/results/ace_causal_weights.jsonl  # docs/plugins/ace.md's
 
 The samples: by default ``--samples`` transitions under uniform random actions from ``--env`` (what ACE's first
 estimate sees: its warm-up is 10k uniform steps and the estimate at 10k fits the newest 10k), or with ``--run`` the
@@ -13,11 +15,12 @@ Laplace, so beta = (1, -0.5, 0) and w = 3 softmax(1, -0.5, 0) (DirectLiNGAM need
 edges). Both estimators see X = [s, a, r], raw: DirectLiNGAM (pwling, adaptive-lasso adjacency B; beta_i = B[r,
 a_i], 0 where it orders a_i after r) and the ridge regression of r on [s, a]; w = |A| softmax(beta) for each. Prints
 both w, their largest difference, the Spearman rank correlation of the two beta, where DirectLiNGAM put the reward
-in its causal order, and the seconds each took.
+in its causal order, and the seconds each took; with ``--out`` the same as one JSON line with provenance.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -25,6 +28,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from devtime import emit, measured_on
 
 
 def random_samples(env_name: str, samples: int, seed: int, num_envs: int = 16):
@@ -76,6 +82,31 @@ def weights(beta):
     return len(beta) * e / e.sum()
 
 
+def sentence(path: str) -> str:
+    """ace.md's words: the synthetic case's weights and agreement, each env's agreement and where DirectLiNGAM put
+    the reward, and what DirectLiNGAM cost."""
+    with open(path) as f:
+        rows = [json.loads(line) for line in f]
+    parts = []
+    for row in rows:
+        gap = f"{row['max_w_difference']:.4f}"
+        if row["kind"] == "synthetic":
+            w = ", ".join(f"{x:.3f}" for x in row["w_ridge"])
+            parts.append(f"on the synthetic case with a known answer (`--synthetic`: beta (1, -0.5, 0)) both give "
+                         f"w = ({w}) to {gap}")
+        else:
+            off_one = max(abs(x - 1) for x in row["w_ridge"] + row["w_lingam"])
+            row_zero = "is 0" if not any(row["beta_lingam"]) else "is not 0"
+            parts.append(f"on {row['samples'] // 1000}k uniform-random transitions of `{row['env']}` "
+                         f"({row['action_size']} actions) both give w = 1 within {off_one:.4f} (DirectLiNGAM's "
+                         f"reward row {row_zero}: it orders the reward at {row['reward_position']} of "
+                         f"{row['order_length']})")
+    seconds = [row["lingam_s"] for row in rows]
+    return (f"{'; '.join(parts)}. DirectLiNGAM took {min(seconds):.1f} to {max(seconds):.1f} s on the host per "
+            f"estimate; the ridge runs inside the program ({measured_on(rows[0]['provenance'])}; `python "
+            f"bench/ace_causal_weights.py --sentence {path}`)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--env", default="dmc/CheetahRun")
@@ -83,7 +114,12 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--run", default=None, help="a run directory: its replay's newest transitions instead")
     parser.add_argument("--synthetic", action="store_true", help="the linear case with a known answer instead")
+    parser.add_argument("--out", default=None, help="also append the comparison as a JSON line (with provenance)")
+    parser.add_argument("--sentence", default=None, metavar="JSONL", help="print ace.md's words from this file")
     args = parser.parse_args()
+    if args.sentence:
+        print(sentence(args.sentence))
+        return
     try:
         from causallearn.search.FCMBased import lingam
     except ImportError:
@@ -133,6 +169,13 @@ def main() -> None:
     rho = spearmanr(lingam_beta, ridge_beta).statistic if distinct else float("nan")
     print(f"max |w difference| {np.max(np.abs(lingam_w - ridge)):.4f}; Spearman rank correlation of beta {rho:.3f}; "
           f"seconds: DirectLiNGAM {lingam_s:.1f}, ridge {ridge_s:.2f} (compile included)")
+    kind = "synthetic" if args.synthetic else "run" if args.run else "env"
+    emit({"kind": kind, "env": None if args.synthetic else args.run or args.env, "samples": n, "seed": args.seed,
+          "obs_size": obs_size, "action_size": action_size, "reward_position": order.index(reward_index) + 1,
+          "order_length": len(order), "beta_lingam": lingam_beta.tolist(), "beta_ridge": ridge_beta.tolist(),
+          "w_lingam": lingam_w.tolist(), "w_ridge": ridge.tolist(), "max_w_difference": float(np.max(np.abs(
+              lingam_w - ridge))), "spearman": None if np.isnan(rho) else float(rho),
+          "lingam_s": round(lingam_s, 2), "ridge_s": round(ridge_s, 2)}, args.out)
 
 
 if __name__ == "__main__":

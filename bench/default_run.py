@@ -34,9 +34,10 @@ RESULTS = os.path.join(ROOT, "bench", "results", "default_run.json")
 COMMANDS = (["jaxrl", "train"], ["jaxrl", "train", "--steps", "100000"])
 
 
-def measure(command: list[str], variables: dict[str, str] | None = None) -> dict:
+def measure(command: list[str], variables: dict[str, str] | None = None, inspect=None) -> dict:
     """``command`` run as a process in a fresh directory, with ``variables`` added to its environment (written in
-    front of the recorded command, as a shell line sets them)."""
+    front of the recorded command, as a shell line sets them). ``inspect(run_dir, output_lines) -> dict`` adds
+    fields read from the run directory and the process's output before the directory is removed."""
     sys.path.insert(0, ROOT)
     from jaxrl import provenance
 
@@ -44,10 +45,18 @@ def measure(command: list[str], variables: dict[str, str] | None = None) -> dict
     with tempfile.TemporaryDirectory() as work:
         exe = os.path.join(os.path.dirname(sys.executable), command[0])
         t0 = time.perf_counter()
-        subprocess.run([exe, *command[1:], "--compilation-cache", "None"], cwd=work, check=True,
-                       env={**os.environ, **variables})
+        with subprocess.Popen([exe, *command[1:], "--compilation-cache", "None"], cwd=work, text=True,
+                              env={**os.environ, **variables}, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT) as process:
+            output = []
+            for line in process.stdout:  # shown as it comes, and kept for inspect
+                print(line, end="", flush=True)
+                output.append(line.rstrip("\n"))
+        if process.returncode:
+            raise SystemExit(f"{' '.join(command)} exited with {process.returncode}")
         wall = time.perf_counter() - t0
         (run_dir,) = glob.glob(os.path.join(work, "runs", "*"))
+        extra = inspect(run_dir, output) if inspect else {}
         with open(os.path.join(run_dir, "summary.json")) as f:
             summary = json.load(f)
         with open(os.path.join(run_dir, "metrics.jsonl")) as f:
@@ -63,7 +72,8 @@ def measure(command: list[str], variables: dict[str, str] | None = None) -> dict
     return {**provenance.stamp(typed), "environment": environment, "wall_s": round(wall, 1),
             "final_eval_return": summary["final_eval_return"], "env_steps": summary["env_steps"],
             "compile_s": round(summary["compile_s"], 1), "run_s": round(summary["run_s"], 1), "eval_curve": curve,
-            "eval_wall_s": eval_wall, "checkpoint_s": round(summary["checkpoint_s"], 2), "checkpoints_mib": checkpoints}
+            "eval_wall_s": eval_wall, "checkpoint_s": round(summary["checkpoint_s"], 2), "checkpoints_mib": checkpoints,
+            **extra}
 
 
 def directory_bytes(path: str) -> int:

@@ -10,6 +10,8 @@ time) overlap, while the accelerator runs one timed computation at a time:
 * ``device_lock()`` holds an exclusive ``flock`` on the file named by ``JAXRL_BENCH_LOCK`` around everything that
   runs on the device (initial state, warm-up, timed calls); without that variable it does nothing.
 * ``out_of_time(seconds)``: whether ``seconds`` more would pass ``JAXRL_BENCH_DEADLINE`` (Unix time; unset: never).
+* ``measured_on(stamp)``: "measured on DATE at COMMIT on a N-core CPU with/without AVX-512", the words a
+  generated table closes with.
 * ``emit(row, out)`` prints one JSON line and appends it to ``out`` (when given) with the process's
   ``jaxrl.provenance`` stamp (command, date, commit, environment) under ``provenance``: the results file says what
   measured it, while the printed line stays short (the device tool returns only an output's last lines).
@@ -85,6 +87,13 @@ def _stamp() -> dict:
     from jaxrl import provenance
 
     return provenance.stamp()
+
+
+def measured_on(stamp: dict) -> str:
+    cpu = stamp["environment"]["cpu"]
+    avx512 = "with" if any(e.startswith("avx512") for e in cpu["extensions"]) else "without"
+    return (f"measured on {stamp['date'][:10]} at {(stamp['commit'] or 'no commit')[:7]} on a {cpu['cores']}-core "
+            f"{cpu['model']} {avx512} AVX-512")
 
 
 def emit(row: dict, out: str | None) -> None:

@@ -5,17 +5,30 @@ steps): MuJoCo C and MJX, each with dm_control's options and with Playground's. 
 |velocity| of a joint, the fraction of steps above a speed, and a random policy's FingerSpin return.
 
     python bench/dmc_physics.py                 # the finger (envs/dmc.py: FINGER_OPTIONS), 48 episodes x 500 steps
+    python bench/dmc_physics.py --out bench/results/dmc_physics.jsonl    # the same, a stamped line per row
+    python bench/dmc_physics.py --table bench/results/dmc_physics.jsonl  # docs/dmc_audit.md's table
 """
 from __future__ import annotations
 
 import argparse
 import copy
+import json
+import os
+import sys
 
 import jax
 import jax.numpy as jnp
 import mujoco
 import numpy as np
 from mujoco import mjx
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from devtime import emit, measured_on
+
+HEADER = ("| simulator | options | mean abs velocity | fraction above 5 | max | random-policy return / 1000 steps |\n"
+          "|---|---|---|---|---|---|")
 
 
 def with_options(model, options):
@@ -66,12 +79,26 @@ def rollout_mjx(model, starts, actions, control_dt, joint):
     return np.asarray(jax.jit(jax.vmap(episode))(jnp.asarray(starts, jnp.float32), jnp.asarray(actions, jnp.float32)))
 
 
+def table(rows: list[dict]) -> str:
+    """The docs' table: a row per simulator and set of options."""
+    return HEADER + "".join(
+        f"\n| {r['simulator']} | {r['options']} | {r['mean_abs_velocity']:.2f} | {r['fraction_above_5']:.3f} | "
+        f"{r['max']:.1f} | {r['return_mean']:.1f} ± {r['return_sem']:.1f} |" for r in rows)
+
+
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--episodes", type=int, default=48)
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--hold", type=int, default=5, help="control steps each random action is held")
+    parser.add_argument("--out", default=None, help="also append a JSON line per row (with provenance) to this file")
+    parser.add_argument("--table", default=None, metavar="JSONL", help="print the docs' table from this file")
     args = parser.parse_args()
+    if args.table:
+        with open(args.table) as f:
+                rows = [json.loads(line) for line in f]
+        print(f"{table(rows)}\n\nM{measured_on(rows[0]['provenance'])[1:]}.")
+        return
     from mujoco_playground import dm_control_suite
 
     from envs.dmc import FINGER_OPTIONS
@@ -85,14 +112,18 @@ def main():
     hinge = model.joint("hinge").dofadr[0]
     print(f"finger, {args.episodes} episodes x {args.steps} control steps of {playground.dt} s, random actions held "
           f"{args.hold} steps; hinge velocity (rad/s)")
-    print("| simulator | options | mean abs velocity | fraction above 5 | max | random-policy return / 1000 steps |")
-    print("|---|---|---|---|---|---|")
+    rows = []
     for simulator, rollout in (("MuJoCo C", rollout_c), ("MJX", rollout_mjx)):
         for options, m in (("dm_control", dm_control), ("Playground", model)):
             v = rollout(m, starts, actions, playground.dt, hinge)
             ret = (v <= -15).mean(axis=1) * 1000  # finger-spin's reward: hinge velocity <= -15
-            print(f"| {simulator} | {options} | {np.abs(v).mean():.2f} | {(np.abs(v) > 5).mean():.3f} | "
-                  f"{np.abs(v).max():.1f} | {ret.mean():.1f} ± {ret.std(ddof=1) / np.sqrt(len(ret)):.1f} |")
+            rows.append({"simulator": simulator, "options": options, "episodes": args.episodes, "steps": args.steps,
+                         "hold": args.hold, "mean_abs_velocity": round(float(np.abs(v).mean()), 4),
+                         "fraction_above_5": round(float((np.abs(v) > 5).mean()), 4),
+                         "max": round(float(np.abs(v).max()), 2), "return_mean": round(float(ret.mean()), 3),
+                         "return_sem": round(float(ret.std(ddof=1) / np.sqrt(len(ret))), 3)})
+            emit(rows[-1], args.out)
+    print(table(rows))
 
 
 if __name__ == "__main__":

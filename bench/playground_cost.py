@@ -28,7 +28,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from devtime import emit  # noqa: E402
+from devtime import emit, measured_on  # noqa: E402
 
 ROBOTS = ("locomotion/T1JoystickFlatTerrain", "locomotion/G1JoystickFlatTerrain", "locomotion/Go1JoystickFlatTerrain",
           "manipulation/LeapCubeRotateZAxis")
@@ -123,6 +123,8 @@ def table(path: str) -> str:
             c = next(r for r in compiles if (r["env"], r["function"]) == (name, function))
             cells.append(f"{c['total_s']:.1f} ({c['trace_s']:.1f} / {c['lower_s']:.1f} / {c['compile_s']:.1f})")
         lines.append(f"| `{name}` | {loads[name]:.1f} | " + " | ".join(cells) + " |")
+    if "provenance" in rows[0]:
+        lines += ["", f"M{measured_on(rows[0]['provenance'])[1:]}."]
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from devtime import emit
+from devtime import emit, measured_on
 
 from agents import tdmpc2
 from bench.defaults import REDUCED
@@ -70,8 +70,7 @@ def table(path: str) -> str:
     stamp = first["provenance"]
     parts = [f"{name}: {row['update_ms']:.0f} ms per update and {row['plan_ms']:.0f} ms per planned eval step of "
              f"{row['seeds']} seeds × {row['eval_envs']} envs" for name, row in rows.items()]
-    return (f"{'; '.join(parts)} (measured on {stamp['date'][:10]} at {stamp['commit'][:7]} on "
-            f"an {stamp['environment']['cpu']['model']})")
+    return f"{'; '.join(parts)} ({measured_on(stamp)})"
 
 
 def main() -> None:

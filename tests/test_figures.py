@@ -45,6 +45,15 @@ GENERATORS = [
     ["bench/planning_throughput.py", "--table", "bench/results/planning_throughput.jsonl"],
     ["bench/suite_summary.py", "--readme", "bench/results/gpu_suite_h200.jsonl",
      "bench/results/gpu_suite_h200_1env.jsonl"],
+    ["bench/playground_cost.py", "--table", "bench/results/playground_cost_cpu.jsonl"],
+    ["bench/tdmpc2_cost.py", "--table", "bench/results/tdmpc2_cost.jsonl"],
+    ["bench/default_run.py", "--checkpoints", "bench/results/checkpoint_cost.json"],
+    ["bench/video_cost.py", "--sentence", "bench/results/video_cost.json"],
+    ["bench/random_policy.py", "--sentence", "bench/results/random_policy.jsonl"],
+    ["bench/dmc_physics.py", "--table", "bench/results/dmc_physics.jsonl"],
+    ["bench/ace_causal_weights.py", "--sentence", "bench/results/ace_causal_weights.jsonl"],
+    ["bench/default_run.py", "--learning", "bench/results/sac_swingup_action_repeat1.json"],
+    ["bench/default_run.py", "--learning", "bench/results/simbav2_swingup_narrow.json"],
 ]
 
 
@@ -90,11 +99,16 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
     ("fasttd3_cpu_balance_12k", ["jaxrl train --config fasttd3_cpu --env dmc/CartpoleBalance --steps 12000 "
                                  "--eval-every 2000"]),
     ("fastsac_cpu_balance_12k", ["jaxrl train --config fastsac_cpu --env dmc/CartpoleBalance --steps 12000 "
-                                 "--eval-every 2000"])])
+                                 "--eval-every 2000"]),
+    ("sac_swingup_action_repeat1", ["jaxrl train --env dmc/CartpoleSwingup --steps 50000 --seed 0 --action-repeat 1 "
+                                    "--updates-per-step 1"]),
+    ("simbav2_swingup_narrow", ["jaxrl train --agent simbav2 --env dmc/CartpoleSwingup --steps 50000 --seed 0 "
+                                "--simbav2.critic-hidden-dim 128 --action-repeat 1 --updates-per-step 1"]),
+])
 def test_each_learning_figures_runs_were_measured_from_a_clean_checkout_as_the_page_types_them(repo_root, name,
                                                                                                 commands):
-    """docs/benchmarks/massive.md's learning figures: the commands it types, each run stamped from a clean checkout,
-    with a wall time for each evaluation (what ``--learning`` reads)."""
+    """The learning figures of massive.md, simbav2.md and tdmpc2.md (its SAC line): the commands they type, each run
+    stamped from a clean checkout, with a wall time for each evaluation (what ``--learning`` reads)."""
     with open(os.path.join(repo_root, "bench", "results", f"{name}.json")) as f:
         runs = json.load(f)["runs"]
     assert [r["command"] for r in runs] == commands
@@ -115,7 +129,8 @@ def test_the_quick_tiers_time_says_what_measured_it(repo_root):
 @pytest.mark.parametrize("name", ["compile_time", "every_agent_speed", "time_to_score", "sac_vs_brax",
                                   "sweep_vs_sequential", "vs_sbx", "massive_cpu", "crossq_vs_sac_cpu",
                                   "crossq_vs_sac_cpu_cost", "data_parallel_cpu", "startup_cpu",
-                                  "sac_vs_brax_compile", "cli_pace", "sac_vs_brax_updates"])
+                                  "sac_vs_brax_compile", "cli_pace", "sac_vs_brax_updates", "playground_cost_cpu",
+                                  "tdmpc2_cost", "random_policy", "dmc_physics", "ace_causal_weights"])
 def test_each_speed_results_line_says_what_measured_it(repo_root, name):
     with open(os.path.join(repo_root, "bench", "results", f"{name}.jsonl")) as f:
         rows = [json.loads(line) for line in f]
@@ -375,3 +390,165 @@ def test_startup_labels_a_tree_dirty_by_its_code_not_by_the_results_file_it_appe
     assert not startup.commit_of(str(tmp_path)).endswith("+changes")
     (tmp_path / "code.py").write_text("x = 2\n")
     assert startup.commit_of(str(tmp_path)).endswith("+changes")
+
+
+def test_playgrounds_cost_table_reads_imports_loads_and_compiles_and_refuses_a_non_robot(tmp_path, repo_root):
+    timing = {"trace_s": 1.0, "lower_s": 0.5, "compile_s": 10.0, "total_s": 11.5}
+    rows = [{"what": "import", "warp": True, "seconds": 8.31}, {"what": "import", "warp": False, "seconds": 4.73},
+            {"what": "import", "warp": True, "seconds": 8.45}, {"what": "import", "warp": False, "seconds": 4.0},
+            {"what": "load", "env": "locomotion/A", "seconds": 11.4}, {"what": "load", "env": "manipulation/B",
+                                                                       "seconds": 0.46},
+            {"what": "compile", "env": "manipulation/B", "function": "reset", **timing},
+            {"what": "compile", "env": "manipulation/B", "function": "step", **timing, "total_s": 21.0}]
+    (tmp_path / "p.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert bench_script(repo_root, "playground_cost").table(str(tmp_path / "p.jsonl")) == (
+        "| `import mujoco_playground` | runs, s | mean s |\n|---|---|---|\n"
+        "| with NVIDIA Warp (`JAXRL_IMPORT_WARP=1`) | 8.3, 8.4 | 8.4 |\n"
+        "| without Warp (jaxrl's import on a CPU-only JAX) | 4.7, 4.0 | 4.4 |\n\n"
+        "All 2 robot tasks (`locomotion/`, `manipulation/`) load in 12 s in one process, 0.5 to 11.4 s each "
+        "(slowest: `locomotion/A`).\n\n"
+        "| robot | load s | `reset` compile s (trace / lower / XLA) | `step` compile s (trace / lower / XLA) |\n"
+        "|---|---|---|---|\n| `manipulation/B` | 0.5 | 11.5 (1.0 / 0.5 / 10.0) | 21.0 (1.0 / 0.5 / 10.0) |")
+    done = subprocess.run([sys.executable, "bench/playground_cost.py", "--robots", "dmc/CartpoleSwingup"],
+                          cwd=repo_root, capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "--robots: dmc/CartpoleSwingup not a locomotion/ or manipulation/ task" in done.stderr
+
+
+def test_the_playground_cost_file_was_measured_from_a_clean_checkout_for_every_robot_task(repo_root):
+    with open(os.path.join(repo_root, "bench", "results", "playground_cost_cpu.jsonl")) as f:
+        rows = [json.loads(line) for line in f]
+    assert {r["provenance"]["command"] for r in rows} == {
+        "python bench/playground_cost.py --out bench/results/playground_cost_cpu.jsonl"}
+    assert all(r["provenance"]["environment"]["git"]["uncommitted"] == 0 for r in rows)
+    assert len([r for r in rows if r["what"] == "load"]) == 29  # Playground 0.2's locomotion and manipulation tasks
+    assert [(r["env"], r["function"]) for r in rows if r["what"] == "compile"] == [
+        (robot, function) for robot in bench_script(repo_root, "playground_cost").ROBOTS for function in ("reset",
+                                                                                                          "step")]
+
+
+def test_the_checkpoint_sentence_reads_both_runs_and_its_file_was_measured_as_typed(tmp_path, repo_root):
+    def run(command, checkpoint_s, sizes):
+        return {"command": command, "date": "2026-12-07 21:00 UTC", "commit": "e" * 40, "wall_s": 270.0,
+                "run_s": 200.0, "checkpoint_s": checkpoint_s, "checkpoints_mib": sizes,
+                "environment": {"cpu": {"model": "Some CPU"}}}
+    (tmp_path / "c.json").write_text(json.dumps({"runs": [
+        run("jaxrl train", 0.234, {"50080": 4.04}),
+        run("jaxrl train --checkpoint-minutes 1", 0.9, {"30048": 3.3, "40064": 3.81, "50080": 4.0})]}))
+    sentence = bench_script(repo_root, "default_run").checkpoint_cost(str(tmp_path / "c.json"))
+    assert sentence == (
+        "Measured on the default run (SAC, `dmc/CartpoleSwingup`, 50k env steps, 4.5 min on this 2-core CPU): the "
+        "default cadence writes one checkpoint, at the end, in 0.23 s and 4.0 MiB on disk; with `--checkpoint-minutes "
+        "1` the same run spent 0.90 s writing checkpoints, 0.5 % of its 200 s of training, and kept the newest 3 "
+        f"(3.3, 3.8, 4.0 MiB; 2026-12-07 at eeeeeee, Some CPU; `python bench/default_run.py --checkpoints "
+        f"{tmp_path / 'c.json'}`)")
+    with open(os.path.join(repo_root, "bench", "results", "checkpoint_cost.json")) as f:
+        runs = json.load(f)["runs"]
+    assert [r["command"] for r in runs] == ["jaxrl train", "jaxrl train --checkpoint-minutes 1"]
+    for r in runs:
+        assert len(r["commit"]) == 40 and r["environment"]["git"]["uncommitted"] == 0 and r["checkpoint_s"] > 0
+        assert max(map(int, r["checkpoints_mib"])) == r["env_steps"]  # the last checkpoint is the run's end
+    # run-directories.md cites the default run's return on this file's CPU beside the ISA-capped ones
+    assert f"ended the same command at {runs[0]['final_eval_return']:.2f} (the `jaxrl train` run of " \
+           "`bench/results/checkpoint_cost.json`)" in pages(repo_root)["docs/guide/run-directories.md"]
+    assert "avx512f" not in runs[0]["environment"]["cpu"]["extensions"]
+
+
+def test_tdmpc2s_cost_sentence_reads_each_setting(tmp_path, repo_root):
+    tdmpc2_cost = bench_script(repo_root, "tdmpc2_cost")
+    first, reduced = tdmpc2_cost.SETTINGS
+    stamp = {"date": "2026-12-07 21:00 UTC", "commit": "f" * 40,
+             "environment": {"cpu": {"model": "Some CPU", "extensions": ["avx2"], "cores": 2}}}
+    rows = [{"setting": first, "seeds": 3, "eval_envs": 10, "update_ms": 485.2, "plan_ms": 440.0, "provenance": stamp},
+            {"setting": reduced, "seeds": 3, "eval_envs": 10, "update_ms": 20.4, "plan_ms": 9.6, "provenance": stamp}]
+    (tmp_path / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert tdmpc2_cost.table(str(tmp_path / "t.jsonl")) == (
+        f"{first}: 485 ms per update and 440 ms per planned eval step of 3 seeds × 10 envs; {reduced}: 20 ms per "
+        "update and 10 ms per planned eval step of 3 seeds × 10 envs (measured on 2026-12-07 at fffffff on a 2-core "
+        "Some CPU without AVX-512)")
+
+
+def test_the_video_figures_come_from_the_runs_last_video_line_and_file(tmp_path, repo_root):
+    """bench/video_cost.py reads the last video line ``jaxrl train`` printed and draws that video's frames."""
+    import numpy as np
+
+    from jaxrl.video import write_mp4
+
+    video_cost = bench_script(repo_root, "video_cost")
+    frames = [np.full((16, 32, 3), k % 256, np.uint8) for k in range(401)]
+    write_mp4(str(tmp_path / "videos" / "50080.mp4"), frames, 50.0)
+    output = ["jaxrl: video runs/x/videos/10016.mp4: 5 frames (32x16), return 1.0; rollout 1.0 s, render 1.0 s, "
+              "encode 1.0 s", "jaxrl: video runs/x/videos/50080.mp4: 401 frames (32x16), return 744.3; rollout 13.6 s,"
+              " render 17.5 s, encode 1.2 s"]
+    found = video_cost.final_video(str(tmp_path), output)
+    image = found.pop("image")
+    assert found == {"video": {"file": "50080.mp4", "frames": 401, "width": 32, "height": 16, "return": 744.3,
+                               "rollout_s": 13.6, "render_s": 17.5, "encode_s": 1.2, "image_frames": [0, 100, 400]}}
+    assert image.shape == (16, 96, 3)  # frames 0, 100 and 400 side by side (H.264 keeps flat grey within a level)
+    assert [int(image[8, 16 + 32 * k, 0]) for k in range(3)] == pytest.approx([0, 100, 144], abs=3)
+    run = {"date": "2026-12-07 21:00 UTC", "commit": "b" * 40, "environment": {"cpu": {"model": "Some CPU"}},
+           **found}
+    (tmp_path / "v.json").write_text(json.dumps({"runs": [run]}))
+    assert video_cost.sentence(str(tmp_path / "v.json")) == (
+        "Frames 0, 100 and 400 of the final video of the README's first command with `--video-every 50000` (SAC on "
+        "`dmc/CartpoleSwingup`, return 744). That video (401 frames, 32x16) cost 32 s on this 2-core CPU: rollout "
+        "13.6 s (its program's compile included), rendering 17.5 s, encoding 1.2 s, on top of the run's training time "
+        "(measured on 2026-12-07 at bbbbbbb on an Some CPU; `python bench/video_cost.py --out "
+        f"{tmp_path / 'v.json'}` draws the image and keeps these figures)")
+
+
+def test_the_causal_weight_comparisons_words_read_each_line(tmp_path, repo_root):
+    stamp = {"date": "2026-12-07 21:00 UTC", "commit": "a" * 40,
+             "environment": {"cpu": {"model": "Some CPU", "extensions": ["avx512f"], "cores": 2}}}
+    rows = [{"kind": "synthetic", "env": None, "samples": 10_000, "action_size": 3, "w_ridge": [1.8851, 0.4211, 0.6941],
+             "w_lingam": [1.886, 0.42, 0.694], "beta_lingam": [1.0, -0.5, 0.0], "max_w_difference": 0.00118,
+             "reward_position": 8, "order_length": 8, "lingam_s": 1.04, "provenance": stamp},
+            {"kind": "env", "env": "dmc/CheetahRun", "samples": 10_000, "action_size": 6, "w_ridge": [1.0003] * 6,
+             "w_lingam": [1.0] * 6, "beta_lingam": [0.0] * 6, "max_w_difference": 0.0003, "reward_position": 3,
+             "order_length": 24, "lingam_s": 8.96, "provenance": stamp}]
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    assert bench_script(repo_root, "ace_causal_weights").sentence(str(tmp_path / "a.jsonl")) == (
+        "on the synthetic case with a known answer (`--synthetic`: beta (1, -0.5, 0)) both give w = (1.885, 0.421, "
+        "0.694) to 0.0012; on 10k uniform-random transitions of `dmc/CheetahRun` (6 actions) both give w = 1 within "
+        "0.0003 (DirectLiNGAM's reward row is 0: it orders the reward at 3 of 24). DirectLiNGAM took 1.0 to 9.0 s on "
+        "the host per estimate; the ridge runs inside the program (measured on 2026-12-07 at aaaaaaa on a 2-core Some "
+        f"CPU with AVX-512; `python bench/ace_causal_weights.py --sentence {tmp_path / 'a.jsonl'}`)")
+
+
+def test_the_random_policys_words_and_the_finger_physics_table_read_their_lines(tmp_path, repo_root):
+    rows = [{"env": "dmc/BallInCupPlayground", "episodes": 64, "mean": 0.0},
+            {"env": "dmc/BallInCup", "episodes": 64, "mean": 90.625}]
+    (tmp_path / "r.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
+    printed = subprocess.run([sys.executable, "bench/random_policy.py", "--sentence", str(tmp_path / "r.jsonl")],
+                             cwd=repo_root, capture_output=True, text=True, check=True).stdout.strip()
+    assert printed == ("a random policy collects 0.0 on average over 64 episodes on `dmc/BallInCupPlayground`, 90.6 "
+                       "on average over 64 episodes on `dmc/BallInCup` (`python bench/random_policy.py --sentence "
+                       f"{tmp_path / 'r.jsonl'}`)")
+    row = {"simulator": "MJX", "options": "Playground", "mean_abs_velocity": 0.8123, "fraction_above_5": 0.0551,
+           "max": 23.84, "return_mean": 1.2, "return_sem": 0.46}
+    dmc_physics = bench_script(repo_root, "dmc_physics")
+    assert dmc_physics.table([row]) == (
+        "| simulator | options | mean abs velocity | fraction above 5 | max | random-policy return / 1000 steps |\n"
+        "|---|---|---|---|---|---|\n| MJX | Playground | 0.81 | 0.055 | 23.8 | 1.2 ± 0.5 |")
+
+
+def test_each_learning_curve_image_is_drawn_from_committed_results_files_by_the_command_its_page_names(tmp_path,
+                                                                                                       repo_root):
+    drawn = {match for text in pages(repo_root).values()
+             for match in re.findall(r"python bench/plot_results\.py ([^`]+?) --out (docs/\S+\.png)", text)}
+    assert {out for _, out in drawn} == {"docs/plot_plugins_swingup.png", "docs/plot_symphony_swingup.png",
+                                         "docs/plot_ace_finger.png"}
+    for names, out in drawn:
+        assert os.path.exists(os.path.join(repo_root, out))
+        for name in names.split():
+            with open(os.path.join(repo_root, "bench", "results", f"{name}.json")) as f:
+                assert len(json.load(f)["curves"]) == 3, name  # 3 seeds' evaluations
+    names, _ = sorted(drawn)[-1]
+    done = subprocess.run([sys.executable, "bench/plot_results.py", *names.split(), "--out", str(tmp_path / "f.png")],
+                          cwd=repo_root, capture_output=True, text=True, check=True)
+    assert (tmp_path / "f.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert done.stdout.strip() == str(tmp_path / "f.png")
+    done = subprocess.run([sys.executable, "bench/plot_results.py", "nope", "--out", str(tmp_path / "g.png")],
+                          cwd=repo_root, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "nope: no bench/results/nope.json (a stamped sweep's results file)"
