@@ -20,7 +20,6 @@ in its causal order, and the seconds each took; with ``--out`` the same as one J
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -30,7 +29,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from devtime import emit, measured_on
+from devtime import emit, latest, measured_on, read_rows
 
 
 def random_samples(env_name: str, samples: int, seed: int, num_envs: int = 16):
@@ -82,11 +81,14 @@ def weights(beta):
     return len(beta) * e / e.sum()
 
 
+def ordinal(n: int) -> str:
+    return {1: "first", 2: "second", 3: "third"}.get(n, f"{n}th")
+
+
 def sentence(path: str) -> str:
-    """ace.md's words: the synthetic case's weights and agreement, each env's agreement and where DirectLiNGAM put
-    the reward, and what DirectLiNGAM cost."""
-    with open(path) as f:
-        rows = [json.loads(line) for line in f]
+    """ace.md's words: the synthetic case's weights and agreement, each env's (or run's) agreement and where
+    DirectLiNGAM put the reward, and what DirectLiNGAM cost; the newest line per case."""
+    rows = latest(read_rows(path), "kind", "env")
     parts = []
     for row in rows:
         gap = f"{row['max_w_difference']:.4f}"
@@ -94,16 +96,19 @@ def sentence(path: str) -> str:
             w = ", ".join(f"{x:.3f}" for x in row["w_ridge"])
             parts.append(f"on the synthetic case with a known answer (`--synthetic`: beta (1, -0.5, 0)) both give "
                          f"w = ({w}) to {gap}")
+            continue
+        where = (f"{row['samples'] // 1000}k uniform-random transitions of `{row['env']}`" if row["kind"] == "env"
+                 else f"the newest {row['samples'] // 1000}k transitions of the run `{row['env']}`")
+        order = f"it orders the reward {ordinal(row['reward_position'])} of {row['order_length']}"
+        if any(row["beta_lingam"]):
+            agreement = f"the two w differ by at most {gap} ({order})"
         else:
             off_one = max(abs(x - 1) for x in row["w_ridge"] + row["w_lingam"])
-            row_zero = "is 0" if not any(row["beta_lingam"]) else "is not 0"
-            parts.append(f"on {row['samples'] // 1000}k uniform-random transitions of `{row['env']}` "
-                         f"({row['action_size']} actions) both give w = 1 within {off_one:.4f} (DirectLiNGAM's "
-                         f"reward row {row_zero}: it orders the reward at {row['reward_position']} of "
-                         f"{row['order_length']})")
+            agreement = f"both give w = 1 within {off_one:.4f} (DirectLiNGAM's reward row is 0: {order})"
+        parts.append(f"on {where} ({row['action_size']} actions) {agreement}")
     seconds = [row["lingam_s"] for row in rows]
     return (f"{'; '.join(parts)}. DirectLiNGAM took {min(seconds):.1f} to {max(seconds):.1f} s on the host per "
-            f"estimate; the ridge runs inside the program ({measured_on(rows[0]['provenance'])}; `python "
+            f"estimate; the ridge runs inside the program ({measured_on(rows[-1]['provenance'])}; `python "
             f"bench/ace_causal_weights.py --sentence {path}`)")
 
 

@@ -128,19 +128,32 @@ def learning(path: str, threshold: float = 800) -> str:
 def checkpoint_cost(path: str) -> str:
     """run-directories.md's sentence on what checkpoints cost, from a file measuring ``jaxrl train`` and ``jaxrl
     train --checkpoint-minutes 1``."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from devtime import measured_on
+
     with open(path) as f:
         runs = {r["command"]: r for r in json.load(f)["runs"]}
+    missing = [c for c in ("jaxrl train", "jaxrl train --checkpoint-minutes 1")
+               if c not in runs or "checkpoints_mib" not in runs[c]]
+    if missing:
+        raise SystemExit(f"{path}: no {' / '.join(missing)} run with checkpoint sizes (measure it with --command "
+                         f"... --out {path})")
     default, often = runs["jaxrl train"], runs["jaxrl train --checkpoint-minutes 1"]
-    (size,) = default["checkpoints_mib"].values()
-    sizes = ", ".join(f"{mib:.1f}" for mib in often["checkpoints_mib"].values())
+
+    def kept(run):
+        return ", ".join(f"{mib:.1f}" for mib in run["checkpoints_mib"].values())
+
+    n = len(default["checkpoints_mib"])
+    first = (f"writes one checkpoint, at the end, in {default['checkpoint_s']:.2f} s and {kept(default)} MiB on disk"
+             if n == 1 else f"spent {default['checkpoint_s']:.2f} s writing checkpoints and kept {n} ({kept(default)} "
+             "MiB)")
     share = 100 * often["checkpoint_s"] / often["run_s"]
     return (f"Measured on the default run (SAC, `dmc/CartpoleSwingup`, 50k env steps, {default['wall_s'] / 60:.1f} "
-            f"min on this 2-core CPU): the default cadence writes one checkpoint, at the end, in "
-            f"{default['checkpoint_s']:.2f} s and {size:.1f} MiB on disk; with `--checkpoint-minutes 1` the same run "
-            f"spent {often['checkpoint_s']:.2f} s writing checkpoints, {share:.1f} % of its {often['run_s']:.0f} s of "
-            f"training, and kept the newest {len(often['checkpoints_mib'])} "
-            f"({sizes} MiB; {default['date'][:10]} at {(default['commit'] or 'no commit')[:7]}, "
-            f"{default['environment']['cpu']['model']}; `python bench/default_run.py --checkpoints {path}`)")
+            f"min): the default cadence {first}; with `--checkpoint-minutes 1` the same run spent "
+            f"{often['checkpoint_s']:.2f} s writing checkpoints, {share:.1f} % of its {often['run_s']:.0f} s of "
+            f"training, and kept the newest {len(often['checkpoints_mib'])} ({kept(often)} MiB; "
+            f"{measured_on(default)}; "
+            f"`python bench/default_run.py --checkpoints {path}`)")
 
 
 def main() -> int:

@@ -12,8 +12,9 @@
 What a new user runs: ``jaxrl train --agent A --env E`` with nothing else but the budget (``--steps``,
 ``--num-envs``) and ``--seeds``, through the same ``experiments.train.train`` as the CLI, so each task gets its
 suite's loop defaults (``envs.SUITE_LOOP_DEFAULTS``). SAC, TD3 and DSAC-T run
-at their defaults; TQC, SimbaV2 and TD-MPC2 at the reduced widths in ``REDUCED`` (their defaults cost 15-110 ms
-per update on a 2-core CPU). DSAC-T keeps its official schedule (``Agent.loop_defaults``: 20 envs, 1 update per
+at their defaults; TQC, SimbaV2 and TD-MPC2 at the reduced widths in ``REDUCED`` (at their defaults an update
+costs several times SAC's on a 2-core CPU: docs/benchmarks/speed.md's every-agent table). DSAC-T keeps its
+official schedule (``Agent.loop_defaults``: 20 envs, 1 update per
 20 env steps, 10k warm-up), so --num-envs does not apply to it.
 
 Prints one JSON line per (agent, task): final and best deterministic eval return per seed (10 eval episodes,
@@ -44,10 +45,9 @@ HEADERS = {"brax": "Brax's SAC"}  # a label's column header in --table
 REDUCED = {
     "tqc": {"critic_hidden_sizes": (256, 256), "num_critics": 2},
     "simbav2": {"critic_hidden_dim": 128},
-    # TD-MPC2 also plans with fewer samples and trains on smaller batches: measured on the 2-core CPU (3 seeds
-    # vmapped, CartpoleBalance shapes), widths 128 with batch 256 and 128 samples x 3 MPPI iterations cost 485 ms
-    # per update and 440 ms per planned step of the 30 eval envs, over 2 h per task at 20k env steps; these
-    # settings cost 47 ms and 59 ms.
+    # TD-MPC2 also plans with fewer samples and trains on smaller batches: widths 128 with batch 256 and 128
+    # samples x 3 MPPI iterations take hours per task at 20k env steps on a 2-core CPU, these settings about a
+    # tenth per update (bench/tdmpc2_cost.py measures both into bench/results/tdmpc2_cost.jsonl).
     "tdmpc2": {"latent_dim": 64, "hidden_dim": 64, "encoder_dim": 64, "batch_size": 64, "num_samples": 64,
                "num_elites": 8, "num_pi_trajs": 4, "iterations": 2},
 }

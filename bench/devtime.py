@@ -11,7 +11,8 @@ time) overlap, while the accelerator runs one timed computation at a time:
   runs on the device (initial state, warm-up, timed calls); without that variable it does nothing.
 * ``out_of_time(seconds)``: whether ``seconds`` more would pass ``JAXRL_BENCH_DEADLINE`` (Unix time; unset: never).
 * ``measured_on(stamp)``: "measured on DATE at COMMIT on a N-core CPU with/without AVX-512", the words a
-  generated table closes with.
+  generated table closes with; ``read_rows(path)`` a results file's lines (one-line errors), ``latest(rows, *fields)``
+  the newest line per key (``--out`` appends: a re-measurement's lines replace the older ones in the tables).
 * ``emit(row, out)`` prints one JSON line and appends it to ``out`` (when given) with the process's
   ``jaxrl.provenance`` stamp (command, date, commit, environment) under ``provenance``: the results file says what
   measured it, while the printed line stays short (the device tool returns only an output's last lines).
@@ -89,11 +90,42 @@ def _stamp() -> dict:
     return provenance.stamp()
 
 
-def measured_on(stamp: dict) -> str:
+def measured_on(stamp: dict, start: bool = False) -> str:
+    """"measured on DATE at COMMIT on a N-core CPU with/without AVX-512" of a stamp (or of a run that carries
+    ``date``, ``commit`` and ``environment``); ``start``: capitalised, to open a sentence."""
     cpu = stamp["environment"]["cpu"]
     avx512 = "with" if any(e.startswith("avx512") for e in cpu["extensions"]) else "without"
-    return (f"measured on {stamp['date'][:10]} at {(stamp['commit'] or 'no commit')[:7]} on a {cpu['cores']}-core "
-            f"{cpu['model']} {avx512} AVX-512")
+    dirty = (stamp["environment"].get("git") or {}).get("uncommitted") or 0
+    commit = f"at {stamp['commit'][:7]}" if stamp.get("commit") else "outside a git checkout"
+    if dirty:
+        commit += f" with {dirty} uncommitted file{'s' if dirty != 1 else ''}"
+    words = (f"measured on {stamp['date'][:10]} {commit} on a {cpu['cores']}-core {cpu['model']} {avx512} "
+             "AVX-512")
+    return words[0].upper() + words[1:] if start else words
+
+
+def read_rows(path: str) -> list[dict]:
+    """The JSON lines of a results file ``emit`` wrote; one line naming the file when it is missing, empty or not
+    JSON lines."""
+    try:
+        with open(path) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    except FileNotFoundError:
+        raise SystemExit(f"{path}: no such results file") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise SystemExit(f"{path}: not a results file of JSON lines ({e})") from None
+    if not rows:
+        raise SystemExit(f"{path}: empty results file")
+    return rows
+
+
+def latest(rows: list[dict], *fields: str) -> list[dict]:
+    """The last row for each value of ``fields``, in the order the values first appear: a results file measured
+    again with ``--out`` appends, and its tables read the newest measurement."""
+    newest = {}
+    for row in rows:
+        newest[tuple(row.get(field) for field in fields)] = row
+    return list(newest.values())
 
 
 def emit(row: dict, out: str | None) -> None:

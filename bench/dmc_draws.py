@@ -13,14 +13,13 @@ contact; a reset's fallback (all ``envs.dmc.CANDIDATES`` candidates touch) has p
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from devtime import emit, measured_on
+from devtime import emit, latest, measured_on, read_rows
 
 TASKS = ("BallInCup", "FingerSpin", "HumanoidStand")
 
@@ -60,20 +59,24 @@ def judge(task: str, draws: int, seed: int) -> dict:
 
 
 def sentence(path: str) -> str:
-    with open(path) as f:
-        rows = [json.loads(line) for line in f]
-    (draws,) = {row["draws"] for row in rows}
+    """dmc_audit.md's words, from the newest line per task."""
+    rows = latest(read_rows(path), "task")
+    counts = {row["draws"] for row in rows}
+    each = f" ({counts.pop():,} draws each)" if len(counts) == 1 else ""
+    accepted = ", ".join(f"{row['task']} {row['accepted']:.3f}" + ("" if each else f" ({row['draws']:,} draws)")
+                         for row in rows)
     worst = max(rows, key=lambda row: row["fallback_probability"])
     passes = max(rows, key=lambda row: row["budget_passes_touching"])
-    agree = ", ".join(f"{row['mjx_agrees']:,}" for row in rows)
-    passed = 100 * passes["budget_passes_touching"]
-    return (f"Measured p ({draws:,} draws each): " + ", ".join(f"{row['task']} {row['accepted']:.3f}" for row in rows)
-            + f", so the fallback's probability is at most {worst['fallback_probability']:.0e} per episode. The "
-            f"contact check runs on the model without Playground's contact budget (`max_geom_pairs` culls pairs by "
-            f"bounding sphere before the narrow phase; with it, MJX passed {passed:.1f} "
-            f"% of the {passes['task']} draws MuJoCo C finds in contact); without it, MJX's verdict agreed with MuJoCo "
-            f"C's `ncon` on {agree} of the {draws:,} draws ({measured_on(rows[0]['provenance'])}; `python "
-            f"bench/dmc_draws.py --sentence {path}`).")
+    if all(row["mjx_agrees"] == row["draws"] for row in rows):
+        agree = "on every draw of each task"
+    else:
+        agree = "on " + ", ".join(f"{row['mjx_agrees']:,} of the {row['draws']:,} {row['task']} draws" for row in rows)
+    return (f"Measured p{each}: {accepted}, so the fallback's probability is at most "
+            f"{worst['fallback_probability']:.0e} per episode. The contact check runs on the model without "
+            f"Playground's contact budget (`max_geom_pairs` culls pairs by bounding sphere before the narrow phase; "
+            f"with it, MJX passed {100 * passes['budget_passes_touching']:.1f} % of the {passes['task']} draws "
+            f"MuJoCo C finds in contact); without it, MJX's verdict agreed with MuJoCo C's `ncon` {agree} "
+            f"({measured_on(rows[-1]['provenance'])}; `python bench/dmc_draws.py --sentence {path}`).")
 
 
 def main() -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import copy
-import json
 import os
 import sys
 
@@ -25,7 +24,7 @@ from mujoco import mjx
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from devtime import emit, measured_on
+from devtime import emit, latest, measured_on, read_rows
 
 HEADER = ("| simulator | options | mean abs velocity | fraction above 5 | max | random-policy return / 1000 steps |\n"
           "|---|---|---|---|---|---|")
@@ -95,9 +94,8 @@ def main():
     parser.add_argument("--table", default=None, metavar="JSONL", help="print the docs' table from this file")
     args = parser.parse_args()
     if args.table:
-        with open(args.table) as f:
-                rows = [json.loads(line) for line in f]
-        print(f"{table(rows)}\n\nM{measured_on(rows[0]['provenance'])[1:]}.")
+        rows = latest(read_rows(args.table), "simulator", "options")
+        print(f"{table(rows)}\n\n{measured_on(rows[-1]['provenance'], start=True)}.")
         return
     from mujoco_playground import dm_control_suite
 

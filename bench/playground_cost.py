@@ -1,7 +1,7 @@
 """What MuJoCo Playground costs a process before its first env step: importing it, loading its robot tasks, and
 compiling a robot's reset and step.
 
-    python bench/playground_cost.py --out bench/results/playground_cost_cpu.jsonl   # measure; lines + provenance
+    python bench/playground_cost.py --out bench/results/playground_cost_cpu.jsonl   # measure (replaces the file)
     python bench/playground_cost.py --table bench/results/playground_cost_cpu.jsonl  # the docs' tables
 
 * ``import``: ``import mujoco_playground`` in a fresh process (``jax`` and ``envs.registry`` imported first and not
@@ -18,7 +18,6 @@ The persistent compilation cache is not set up, so every compile is cold.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -28,7 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from devtime import emit, measured_on  # noqa: E402
+from devtime import emit, latest, measured_on, read_rows  # noqa: E402
 
 ROBOTS = ("locomotion/T1JoystickFlatTerrain", "locomotion/G1JoystickFlatTerrain", "locomotion/Go1JoystickFlatTerrain",
           "manipulation/LeapCubeRotateZAxis")
@@ -99,12 +98,13 @@ def mean(values: list[float]) -> float:
 
 def table(path: str) -> str:
     """The docs' figures of a results file: the import's seconds, every robot task's load, each robot's compiles."""
-    with open(path) as f:
-        rows = [json.loads(line) for line in f]
+    rows = read_rows(path)
     imports = {True: [], False: []}
     for r in rows:
         if r["what"] == "import":
             imports[r["warp"]].append(r["seconds"])
+    if not all(imports.values()) or not any(r["what"] == "load" for r in rows):
+        raise SystemExit(f"{path}: no import times with and without Warp, or no loads: not a file this script wrote")
     lines = ["| `import mujoco_playground` | runs, s | mean s |", "|---|---|---|"]
     for warp, label in ((True, "with NVIDIA Warp (`JAXRL_IMPORT_WARP=1`)"),
                         (False, "without Warp (jaxrl's import on a CPU-only JAX)")):
@@ -116,15 +116,15 @@ def table(path: str) -> str:
               "", "| robot | load s | `reset` compile s (trace / lower / XLA) "
                   "| `step` compile s (trace / lower / XLA) |",
               "|---|---|---|---|"]
-    compiles = [r for r in rows if r["what"] == "compile"]
+    compiles = latest([r for r in rows if r["what"] == "compile"], "env", "function")
     for name in dict.fromkeys(r["env"] for r in compiles):
         cells = []
         for function in ("reset", "step"):
             c = next(r for r in compiles if (r["env"], r["function"]) == (name, function))
             cells.append(f"{c['total_s']:.1f} ({c['trace_s']:.1f} / {c['lower_s']:.1f} / {c['compile_s']:.1f})")
         lines.append(f"| `{name}` | {loads[name]:.1f} | " + " | ".join(cells) + " |")
-    if "provenance" in rows[0]:
-        lines += ["", f"M{measured_on(rows[0]['provenance'])[1:]}."]
+    if "provenance" in rows[-1]:
+        lines += ["", f"{measured_on(rows[-1]['provenance'], start=True)}."]
     return "\n".join(lines)
 
 
@@ -144,6 +144,8 @@ def main() -> None:
     if unknown:
         parser.error(f"--robots: {', '.join(unknown)} not a locomotion/ or manipulation/ task "
                      "(`jaxrl envs` lists them)")
+    if args.out:  # one measurement per file: its tables average the import runs they find
+        open(args.out, "w").close()
     for _ in range(args.repeats):
         for with_warp in (True, False):
             emit({"what": "import", "warp": with_warp, "seconds": import_seconds(with_warp)}, args.out)

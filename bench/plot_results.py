@@ -34,8 +34,12 @@ def members(name: str) -> list:
     if "curves" not in content:
         raise SystemExit(f"{name}: bench/results/{name}.json keeps no curves "
                          "(bench/plugin_sweeps.py --refresh adds them)")
-    with open(os.path.join(ROOT, "bench", "results", f"{name}.toml"), "rb") as f:
-        agent = tomllib.load(f)["agent"]
+    try:
+        with open(os.path.join(ROOT, "bench", "results", f"{name}.toml"), "rb") as f:
+            agent = tomllib.load(f)["agent"]
+    except (OSError, tomllib.TOMLDecodeError, KeyError) as e:
+        raise SystemExit(f"{name}: bench/results/{name}.toml, the sweep file naming its agent, cannot be read "
+                         f"({type(e).__name__}: {e})") from None
     envs = {row["member_id"]: row["env"] for row in content["rows"]}
     return [plot.Member(name, {"agent": agent, "env": envs[member_id]}, np.array([p[0] for p in points], np.float64),
                         np.array([p[1] for p in points], np.float64))

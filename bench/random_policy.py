@@ -9,7 +9,6 @@ fraction of episodes that collect any reward (whether exploration can meet the r
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 
@@ -19,18 +18,21 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import jax
 import jax.numpy as jnp
 import numpy as np
-from devtime import emit
+from devtime import emit, latest, measured_on, read_rows
 
 import envs
 
 
 def sentence(path: str) -> str:
-    """Each env's mean return over its episodes, as guide/reproduce.md words it."""
-    with open(path) as f:
-        rows = [json.loads(line) for line in f]
-    return "a random policy collects " + ", ".join(
-        f"{row['mean']:.1f} on average over {row['episodes']} episodes on `{row['env']}`" for row in rows) + (
-        f" (`python bench/random_policy.py --sentence {path}`)")
+    """Each env's mean return over its episodes (the newest line per env), as guide/reproduce.md words it."""
+    rows = latest(read_rows(path), "env")
+    episodes = {row["episodes"] for row in rows}
+    each = f", on average over {rows[0]['episodes']} episodes each" if len(episodes) == 1 else ""
+    means = [f"{row['mean']:.1f} on `{row['env']}`" + ("" if each else f" (mean of {row['episodes']} episodes)")
+             for row in rows]
+    listed = means[0] if len(means) == 1 else ", ".join(means[:-1]) + f" and {means[-1]}"
+    return (f"a random policy collects {listed}{each} ({measured_on(rows[-1]['provenance'])}; `python "
+            f"bench/random_policy.py --sentence {path}`)")
 
 
 def main():

@@ -11,7 +11,6 @@ each the mean of 20 calls after a first that compiles.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -22,7 +21,7 @@ import jax.numpy as jnp
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from devtime import emit, measured_on
+from devtime import emit, measured_on, read_rows
 
 from agents import tdmpc2
 from bench.defaults import REDUCED
@@ -62,15 +61,24 @@ def measure(name: str, cfg: tdmpc2.Config, out: str | None) -> None:
           "plan_ms": round(ms_per_call(plan, states, obs, keys, carry), 1)}, out)
 
 
+LABELS = {"widths 128, batch 256, 128 samples x 3 iterations": "widths 128, batch 256 and 128 samples × 3 MPPI "
+                                                               "iterations",
+          "bench/defaults.py REDUCED": "bench/defaults.py's REDUCED settings"}
+DEFAULTS_UPDATES = 20_000  # bench/defaults.py: 20k env steps, one update per env step
+
+
 def table(path: str) -> str:
-    """defaults.md's sentence: each setting's last line, with the date, commit and CPU of the first."""
-    with open(path) as f:
-        rows = {row["setting"]: row for row in map(json.loads, f)}
-    first = rows[next(iter(SETTINGS))]
-    stamp = first["provenance"]
-    parts = [f"{name}: {row['update_ms']:.0f} ms per update and {row['plan_ms']:.0f} ms per planned eval step of "
-             f"{row['seeds']} seeds × {row['eval_envs']} envs" for name, row in rows.items()]
-    return f"{'; '.join(parts)} ({measured_on(stamp)})"
+    """defaults.md's sentence: each setting's newest line, with the date, commit and CPU of the first setting's, and
+    what bench/defaults.py's updates alone would take at the first."""
+    rows = {row["setting"]: row for row in read_rows(path)}  # the newest line per setting
+    first = rows.get(next(iter(SETTINGS)))
+    if first is None:
+        raise SystemExit(f"{path}: no line for {next(iter(SETTINGS))!r}: not a file this script wrote")
+    parts = [f"at {LABELS.get(name, name)}, {row['update_ms']:.0f} ms per update and {row['plan_ms']:.0f} ms per "
+             f"planned eval step of {row['seeds']} seeds × {row['eval_envs']} envs" for name, row in rows.items()]
+    hours = DEFAULTS_UPDATES * first["update_ms"] / 3.6e6
+    return (f"{'; '.join(parts)} ({measured_on(first['provenance'])}); at the first, a task's {DEFAULTS_UPDATES:,} "
+            f"updates alone take {hours:.1f} h")
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """The default run's final video, measured: what ``jaxrl train --video-every 50000`` renders, what it costs, and the
 frames docs/guide/results.md shows.
 
-    python bench/video_cost.py --out bench/results/video_cost.json   # trains (~5 min on 2 cores), then draws
+    python bench/video_cost.py --out bench/results/video_cost.json   # trains (~8 min on 2 cores), then draws
                                                                     # docs/video_frames_sac_cartpole_swingup.png
     python bench/video_cost.py --sentence bench/results/video_cost.json  # results.md's sentence from the file
 
@@ -22,6 +22,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import default_run
+from devtime import measured_on
 
 COMMAND = "jaxrl train --video-every 50000"
 FRAMES = (0, 100, 400)
@@ -42,8 +43,8 @@ def final_video(run_dir: str, output: list[str]) -> dict:
     if not matches:
         raise SystemExit(f"{COMMAND} printed no video line; is rendering available (README, Videos)?")
     last = matches[-1]
-    (path,) = [p for p in glob.glob(os.path.join(run_dir, "videos", "*.mp4")) if last["path"].endswith(
-        os.path.basename(p))]
+    (path,) = [p for p in glob.glob(os.path.join(run_dir, "videos", "*.mp4"))
+               if os.path.basename(p) == os.path.basename(last["path"])]
     reader = imageio_ffmpeg.read_frames(path)
     meta = next(reader)
     width, height = meta["size"]
@@ -56,18 +57,21 @@ def final_video(run_dir: str, output: list[str]) -> dict:
 
 
 def sentence(path: str) -> str:
-    with open(path) as f:
-        (run,) = json.load(f)["runs"]
-    video = run["video"]
+    """results.md's paragraph from the newest run of a file ``--out`` wrote."""
+    try:
+        with open(path) as f:
+            run = json.load(f)["runs"][-1]
+        video = run["video"]
+    except (OSError, ValueError, KeyError, IndexError) as e:
+        raise SystemExit(f"{path}: not a results file of bench/video_cost.py ({type(e).__name__}: {e})") from None
     total = video["rollout_s"] + video["render_s"] + video["encode_s"]
-    return (f"Frames {', '.join(map(str, FRAMES[:-1]))} and {FRAMES[-1]} of the final video of the README's first "
-            f"command with `--video-every 50000` (SAC on `dmc/CartpoleSwingup`, return {video['return']:.0f}). That "
-            f"video ({video['frames']} frames, {video['width']}x{video['height']}) cost {total:.0f} s on this 2-core "
-            f"CPU: rollout {video['rollout_s']:.1f} s (its program's compile included), rendering "
-            f"{video['render_s']:.1f} s, encoding {video['encode_s']:.1f} s, on top of the run's training time "
-            f"(measured on {run['date'][:10]} at {(run['commit'] or 'no commit')[:7]} on an "
-            f"{run['environment']['cpu']['model']}; `python bench/video_cost.py --out {path}` draws the image and "
-            f"keeps these figures)")
+    *first, last = video["image_frames"]
+    return (f"Frames {', '.join(map(str, first))} and {last} of the final video of the README's first command with "
+            f"`--video-every 50000` (SAC on `dmc/CartpoleSwingup`, return {video['return']:.0f}). That video "
+            f"({video['frames']} frames, {video['width']}x{video['height']}) cost {total:.0f} s: rollout "
+            f"{video['rollout_s']:.1f} s (its program's compile included), rendering {video['render_s']:.1f} s, "
+            f"encoding {video['encode_s']:.1f} s, on top of the run's training time ({measured_on(run)}; `python "
+            f"bench/video_cost.py --out {path}` draws the image and keeps these figures)")
 
 
 def main() -> int:

@@ -758,9 +758,14 @@ def _video_schedule(prepared: _Prepared):
 def _record_video(videos, state, env_steps: int, logger, progress) -> None:
     info = videos.record(state, env_steps)
     logger.video(info["frames"], info["fps"], env_steps, info["path"])
-    progress.note(f"video {info['path']}: {len(info['frames'])} frames ({info['width']}x{info['height']}), return "
-                  f"{info['return']:.1f}; rollout {info['rollout_s']:.1f} s, render {info['render_s']:.1f} s, encode "
-                  f"{info['encode_s']:.1f} s")
+    progress.note(video_note(info))
+
+
+def video_note(info: dict) -> str:
+    """The line a run prints for each video it records (bench/video_cost.py reads it back)."""
+    return (f"video {info['path']}: {len(info['frames'])} frames ({info['width']}x{info['height']}), return "
+            f"{info['return']:.1f}; rollout {info['rollout_s']:.1f} s, render {info['render_s']:.1f} s, encode "
+            f"{info['encode_s']:.1f} s")
 
 
 def _summary(prepared: _Prepared, state, chunks: _ChunkTimes, compile_s: float, resume_step, t_start) -> dict:

@@ -433,17 +433,28 @@ def test_the_checkpoint_sentence_reads_both_runs_and_its_file_was_measured_as_ty
     def run(command, checkpoint_s, sizes):
         return {"command": command, "date": "2026-12-07 21:00 UTC", "commit": "e" * 40, "wall_s": 270.0,
                 "run_s": 200.0, "checkpoint_s": checkpoint_s, "checkpoints_mib": sizes,
-                "environment": {"cpu": {"model": "Some CPU"}}}
+                "environment": {"cpu": {"model": "Some CPU", "extensions": ["avx2"], "cores": 2},
+                                "git": {"uncommitted": 0}}}
     (tmp_path / "c.json").write_text(json.dumps({"runs": [
         run("jaxrl train", 0.234, {"50080": 4.04}),
         run("jaxrl train --checkpoint-minutes 1", 0.9, {"30048": 3.3, "40064": 3.81, "50080": 4.0})]}))
     sentence = bench_script(repo_root, "default_run").checkpoint_cost(str(tmp_path / "c.json"))
     assert sentence == (
-        "Measured on the default run (SAC, `dmc/CartpoleSwingup`, 50k env steps, 4.5 min on this 2-core CPU): the "
-        "default cadence writes one checkpoint, at the end, in 0.23 s and 4.0 MiB on disk; with `--checkpoint-minutes "
-        "1` the same run spent 0.90 s writing checkpoints, 0.5 % of its 200 s of training, and kept the newest 3 "
-        f"(3.3, 3.8, 4.0 MiB; 2026-12-07 at eeeeeee, Some CPU; `python bench/default_run.py --checkpoints "
-        f"{tmp_path / 'c.json'}`)")
+        "Measured on the default run (SAC, `dmc/CartpoleSwingup`, 50k env steps, 4.5 min): the default cadence writes "
+        "one checkpoint, at the end, in 0.23 s and 4.0 MiB on disk; with `--checkpoint-minutes 1` the same run spent "
+        "0.90 s writing checkpoints, 0.5 % of its 200 s of training, and kept the newest 3 (3.3, 3.8, 4.0 MiB; "
+        "measured on 2026-12-07 at eeeeeee on a 2-core Some CPU without AVX-512; `python bench/default_run.py "
+        f"--checkpoints {tmp_path / 'c.json'}`)")
+    # a run long enough to keep several checkpoints at the default cadence, and a file without the runs: one line
+    (tmp_path / "c.json").write_text(json.dumps({"runs": [
+        run("jaxrl train", 0.5, {"40064": 3.2, "50080": 4.0}),
+        run("jaxrl train --checkpoint-minutes 1", 0.9, {"50080": 4.0})]}))
+    assert "the default cadence spent 0.50 s writing checkpoints and kept 2 (3.2, 4.0 MiB)" in \
+        bench_script(repo_root, "default_run").checkpoint_cost(str(tmp_path / "c.json"))
+    done = subprocess.run([sys.executable, "bench/default_run.py", "--checkpoints", "bench/results/default_run.json"],
+                          cwd=repo_root, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.startswith("bench/results/default_run.json: no jaxrl train / jaxrl "
+                                                           "train --checkpoint-minutes 1 run with checkpoint sizes")
     with open(os.path.join(repo_root, "bench", "results", "checkpoint_cost.json")) as f:
         runs = json.load(f)["runs"]
     assert [r["command"] for r in runs] == ["jaxrl train", "jaxrl train --checkpoint-minutes 1"]
@@ -465,9 +476,17 @@ def test_tdmpc2s_cost_sentence_reads_each_setting(tmp_path, repo_root):
             {"setting": reduced, "seeds": 3, "eval_envs": 10, "update_ms": 20.4, "plan_ms": 9.6, "provenance": stamp}]
     (tmp_path / "t.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     assert tdmpc2_cost.table(str(tmp_path / "t.jsonl")) == (
-        f"{first}: 485 ms per update and 440 ms per planned eval step of 3 seeds × 10 envs; {reduced}: 20 ms per "
-        "update and 10 ms per planned eval step of 3 seeds × 10 envs (measured on 2026-12-07 at fffffff on a 2-core "
-        "Some CPU without AVX-512)")
+        "at widths 128, batch 256 and 128 samples × 3 MPPI iterations, 485 ms per update and 440 ms per planned eval "
+        "step of 3 seeds × 10 envs; at bench/defaults.py's REDUCED settings, 20 ms per update and 10 ms per planned "
+        "eval step of 3 seeds × 10 envs (measured on 2026-12-07 at fffffff on a 2-core Some CPU without AVX-512); at "
+        "the first, a task's 20,000 updates alone take 2.7 h")
+    # measured again: the newest line of each setting, and the first setting's stamp
+    newer = {**stamp, "commit": "9" * 40}
+    with open(tmp_path / "t.jsonl", "a") as f:
+        f.write(json.dumps({**rows[0], "update_ms": 368.5, "provenance": newer}) + "\n")
+    assert tdmpc2_cost.table(str(tmp_path / "t.jsonl")).startswith("at widths 128, batch 256 and 128 samples × 3 MPPI "
+                                                                    "iterations, 368 ms per update")
+    assert "at 9999999 on" in tdmpc2_cost.table(str(tmp_path / "t.jsonl"))
 
 
 def test_the_video_figures_come_from_the_runs_last_video_line_and_file(tmp_path, repo_root):
@@ -479,24 +498,33 @@ def test_the_video_figures_come_from_the_runs_last_video_line_and_file(tmp_path,
     video_cost = bench_script(repo_root, "video_cost")
     frames = [np.full((16, 32, 3), k % 256, np.uint8) for k in range(401)]
     write_mp4(str(tmp_path / "videos" / "50080.mp4"), frames, 50.0)
-    output = ["jaxrl: video runs/x/videos/10016.mp4: 5 frames (32x16), return 1.0; rollout 1.0 s, render 1.0 s, "
-              "encode 1.0 s", "jaxrl: video runs/x/videos/50080.mp4: 401 frames (32x16), return 744.3; rollout 13.6 s,"
-              " render 17.5 s, encode 1.2 s"]
+    from experiments.train import video_note
+
+    def line(path, count, ret, rollout_s, render_s, encode_s):  # as a run prints it
+        return video_note({"path": path, "frames": [None] * count, "width": 32, "height": 16, "return": ret,
+                           "rollout_s": rollout_s, "render_s": render_s, "encode_s": encode_s})
+
+    output = [line("runs/x/videos/10016.mp4", 5, 1.0, 1.0, 1.0, 1.0), "env_steps 50080/50080",
+              line("runs/x/videos/150080.mp4", 401, 1.0, 1.0, 1.0, 1.0),  # another video's name ends the same
+              line("runs/x/videos/50080.mp4", 401, 744.3, 13.6, 17.5, 1.2)]
     found = video_cost.final_video(str(tmp_path), output)
     image = found.pop("image")
     assert found == {"video": {"file": "50080.mp4", "frames": 401, "width": 32, "height": 16, "return": 744.3,
                                "rollout_s": 13.6, "render_s": 17.5, "encode_s": 1.2, "image_frames": [0, 100, 400]}}
     assert image.shape == (16, 96, 3)  # frames 0, 100 and 400 side by side (H.264 keeps flat grey within a level)
     assert [int(image[8, 16 + 32 * k, 0]) for k in range(3)] == pytest.approx([0, 100, 144], abs=3)
-    run = {"date": "2026-12-07 21:00 UTC", "commit": "b" * 40, "environment": {"cpu": {"model": "Some CPU"}},
-           **found}
+    run = {"date": "2026-12-07 21:00 UTC", "commit": "b" * 40,
+           "environment": {"cpu": {"model": "Some CPU", "extensions": ["avx512f"], "cores": 2},
+                           "git": {"uncommitted": 1}}, **found}
     (tmp_path / "v.json").write_text(json.dumps({"runs": [run]}))
     assert video_cost.sentence(str(tmp_path / "v.json")) == (
         "Frames 0, 100 and 400 of the final video of the README's first command with `--video-every 50000` (SAC on "
-        "`dmc/CartpoleSwingup`, return 744). That video (401 frames, 32x16) cost 32 s on this 2-core CPU: rollout "
-        "13.6 s (its program's compile included), rendering 17.5 s, encoding 1.2 s, on top of the run's training time "
-        "(measured on 2026-12-07 at bbbbbbb on an Some CPU; `python bench/video_cost.py --out "
-        f"{tmp_path / 'v.json'}` draws the image and keeps these figures)")
+        "`dmc/CartpoleSwingup`, return 744). That video (401 frames, 32x16) cost 32 s: rollout 13.6 s (its program's "
+        "compile included), rendering 17.5 s, encoding 1.2 s, on top of the run's training time (measured on "
+        "2026-12-07 at bbbbbbb with 1 uncommitted file on a 2-core Some CPU with AVX-512; `python bench/video_cost.py "
+        f"--out {tmp_path / 'v.json'}` draws the image and keeps these figures)")
+    with pytest.raises(SystemExit, match="not a results file of bench/video_cost.py"):
+        video_cost.sentence(str(tmp_path / "none.json"))
 
 
 def test_the_causal_weight_comparisons_words_read_each_line(tmp_path, repo_root):
@@ -512,20 +540,27 @@ def test_the_causal_weight_comparisons_words_read_each_line(tmp_path, repo_root)
     assert bench_script(repo_root, "ace_causal_weights").sentence(str(tmp_path / "a.jsonl")) == (
         "on the synthetic case with a known answer (`--synthetic`: beta (1, -0.5, 0)) both give w = (1.885, 0.421, "
         "0.694) to 0.0012; on 10k uniform-random transitions of `dmc/CheetahRun` (6 actions) both give w = 1 within "
-        "0.0003 (DirectLiNGAM's reward row is 0: it orders the reward at 3 of 24). DirectLiNGAM took 1.0 to 9.0 s on "
+        "0.0003 (DirectLiNGAM's reward row is 0: it orders the reward third of 24). DirectLiNGAM took 1.0 to 9.0 s on "
         "the host per estimate; the ridge runs inside the program (measured on 2026-12-07 at aaaaaaa on a 2-core Some "
         f"CPU with AVX-512; `python bench/ace_causal_weights.py --sentence {tmp_path / 'a.jsonl'}`)")
 
 
 def test_the_random_policys_words_and_the_finger_physics_table_read_their_lines(tmp_path, repo_root):
-    rows = [{"env": "dmc/BallInCupPlayground", "episodes": 64, "mean": 0.0},
-            {"env": "dmc/BallInCup", "episodes": 64, "mean": 90.625}]
+    stamp = {"date": "2026-12-07 21:00 UTC", "commit": "d" * 40,
+             "environment": {"cpu": {"model": "Some CPU", "extensions": ["avx2"], "cores": 2}}}
+    rows = [{"env": "dmc/BallInCupPlayground", "episodes": 64, "mean": 3.0, "provenance": stamp},
+            {"env": "dmc/BallInCupPlayground", "episodes": 64, "mean": 0.0, "provenance": stamp},  # measured again
+            {"env": "dmc/BallInCup", "episodes": 64, "mean": 90.625, "provenance": stamp}]
     (tmp_path / "r.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     printed = subprocess.run([sys.executable, "bench/random_policy.py", "--sentence", str(tmp_path / "r.jsonl")],
                              cwd=repo_root, capture_output=True, text=True, check=True).stdout.strip()
-    assert printed == ("a random policy collects 0.0 on average over 64 episodes on `dmc/BallInCupPlayground`, 90.6 "
-                       "on average over 64 episodes on `dmc/BallInCup` (`python bench/random_policy.py --sentence "
-                       f"{tmp_path / 'r.jsonl'}`)")
+    assert printed == ("a random policy collects 0.0 on `dmc/BallInCupPlayground` and 90.6 on `dmc/BallInCup`, on "
+                       "average over 64 episodes each (measured on 2026-12-07 at ddddddd on a 2-core Some CPU without "
+                       f"AVX-512; `python bench/random_policy.py --sentence {tmp_path / 'r.jsonl'}`)")
+    (tmp_path / "empty.jsonl").write_text("")
+    done = subprocess.run([sys.executable, "bench/random_policy.py", "--sentence", str(tmp_path / "empty.jsonl")],
+                          cwd=repo_root, capture_output=True, text=True)
+    assert done.returncode == 1 and done.stderr.strip() == f"{tmp_path / 'empty.jsonl'}: empty results file"
     row = {"simulator": "MJX", "options": "Playground", "mean_abs_velocity": 0.8123, "fraction_above_5": 0.0551,
            "max": 23.84, "return_mean": 1.2, "return_sem": 0.46}
     dmc_physics = bench_script(repo_root, "dmc_physics")
@@ -568,6 +603,33 @@ def test_the_draws_words_read_acceptance_agreement_and_the_budgets_passes(tmp_pa
         "Measured p (4,096 draws each): BallInCup 0.826, HumanoidStand 0.735, so the fallback's probability is at most "
         "6e-10 per episode. The contact check runs on the model without Playground's contact budget (`max_geom_pairs` "
         "culls pairs by bounding sphere before the narrow phase; with it, MJX passed 0.7 % of the HumanoidStand draws "
-        "MuJoCo C finds in contact); without it, MJX's verdict agreed with MuJoCo C's `ncon` on 4,096, 4,095 of the "
-        "4,096 draws (measured on 2026-12-07 at ccccccc on a 2-core Some CPU without AVX-512; `python "
-        f"bench/dmc_draws.py --sentence {tmp_path / 'd.jsonl'}`).")
+        "MuJoCo C finds in contact); without it, MJX's verdict agreed with MuJoCo C's `ncon` on 4,096 of the 4,096 "
+        "BallInCup draws, 4,095 of the 4,096 HumanoidStand draws (measured on 2026-12-07 at ccccccc on a 2-core Some "
+        f"CPU without AVX-512; `python bench/dmc_draws.py --sentence {tmp_path / 'd.jsonl'}`).")
+
+
+@pytest.mark.parametrize("name, commands", [
+    ("tdmpc2_cost.jsonl", ["python bench/tdmpc2_cost.py --out bench/results/tdmpc2_cost.jsonl"]),
+    ("random_policy.jsonl", ["python bench/random_policy.py dmc/BallInCupPlayground dmc/BallInCup --out "
+                             "bench/results/random_policy.jsonl"]),
+    ("dmc_physics.jsonl", ["python bench/dmc_physics.py --out bench/results/dmc_physics.jsonl"]),
+    ("dmc_draws.jsonl", ["python bench/dmc_draws.py --out bench/results/dmc_draws.jsonl"]),
+    ("ace_causal_weights.jsonl", [f"python bench/ace_causal_weights.py {case} --out "
+                                  "bench/results/ace_causal_weights.jsonl"
+                                  for case in ("--synthetic", "--env dmc/FingerSpin", "--env dmc/CheetahRun")])])
+def test_each_new_results_files_lines_come_from_a_clean_checkout_running_the_command_its_page_types(repo_root, name,
+                                                                                                     commands):
+    with open(os.path.join(repo_root, "bench", "results", name)) as f:
+        stamps = [json.loads(line)["provenance"] for line in f]
+    assert sorted({s["command"] for s in stamps}) == sorted(commands)
+    assert all(s["environment"]["git"]["uncommitted"] == 0 and len(s["commit"]) == 40 for s in stamps)
+    if name != "ace_causal_weights.jsonl":  # ace.md types its three commands as one, with F for the file
+        text = " ".join(pages(repo_root).values())
+        assert all(command in text for command in commands), name
+
+
+def test_the_video_figures_file_was_measured_from_a_clean_checkout(repo_root):
+    with open(os.path.join(repo_root, "bench", "results", "video_cost.json")) as f:
+        (run,) = json.load(f)["runs"]
+    assert run["command"] == "jaxrl train --video-every 50000" and len(run["commit"]) == 40
+    assert run["environment"]["git"]["uncommitted"] == 0 and run["video"]["frames"] > max(run["video"]["image_frames"])
