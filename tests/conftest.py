@@ -21,7 +21,7 @@ def repo_root():
 
 def pytest_addoption(parser):
     parser.addoption("--all-robots", action="store_true",
-                     help="also train the robots the default suite leaves out (G1: another humanoid like T1)")
+                     help="also train the robots the default suite leaves out (the humanoids T1 and G1)")
 
 
 # The quick tier (`pytest -m quick -n 2`, a few minutes): the tests of these files that are not marked slow, one or
@@ -53,7 +53,7 @@ def pytest_collection_modifyitems(config, items):
                 or f"{item.path.name}::{item.name}" in QUICK_TESTS):
             item.add_marker(pytest.mark.quick)
     if not config.getoption("--all-robots"):
-        skip = pytest.mark.skip(reason="another humanoid like T1 (~2.5 min on 2 cores): pytest --all-robots trains it")
+        skip = pytest.mark.skip(reason="a humanoid (T1, G1; 2.5-4.5 min on 2 cores): pytest --all-robots trains it")
         for item in items:
             if item.get_closest_marker("all_robots"):
                 item.add_marker(skip)

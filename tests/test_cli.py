@@ -18,6 +18,10 @@ AGENTS = ["sac", "td3", "tqc", "dsac_t", "simbav2", "tdmpc2", "fasttd3", "fastsa
 # TD3, TQC, DSAC-T and FastTD3 hold no other kind; every agent's state round-trips a checkpoint bitwise in process
 # (tests/test_harness.py, check_agent's "checkpoint"), and ran these two tests until 2026-12-05 (suite time, issue 49).
 CLI_AGENTS = ["sac", "simbav2", "tdmpc2", "fastsac", "crossq"]
+# A NaN stop is the loop's check of every metric whatever produced it: the agents whose blown-up learning rate has
+# its own flag (SimbaV2's lr-init, TD-MPC2's lr) and SAC's critic-lr. FastSAC and CrossQ (critic-lr, as SAC) ran it
+# until 2026-12-08 (suite time: 44 and 52 s here of a 105-minute suite).
+NAN_AGENTS = ["sac", "simbav2", "tdmpc2"]
 NAN_LR = {"simbav2": "lr-init", "tdmpc2": "lr"}  # the learning rate the NaN test blows up (1e30: finite, so accepted)
 
 
@@ -101,7 +105,7 @@ def test_missing_and_corrupt_checkpoints(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("agent", CLI_AGENTS)
+@pytest.mark.parametrize("agent", NAN_AGENTS)
 def test_nan_stops_the_run_and_keeps_the_last_good_checkpoint(tmp_path, agent):
     run_dir = str(tmp_path / "nan")
     # --updates-per-step 1: several updates in the first learning block, so the NaN shows at env step 300.
