@@ -55,6 +55,7 @@ GENERATORS = [
     ["bench/dmc_draws.py", "--sentence", "bench/results/dmc_draws.jsonl"],
     ["bench/default_run.py", "--learning", "bench/results/sac_swingup_action_repeat1.json"],
     ["bench/default_run.py", "--learning", "bench/results/simbav2_swingup_narrow.json"],
+    ["bench/default_run.py", "--learning", "bench/results/tdmpc2_small_swingup.json"],
 ]
 
 
@@ -105,11 +106,16 @@ def test_the_default_runs_results_say_what_measured_them(repo_root):
                                     "--updates-per-step 1"]),
     ("simbav2_swingup_narrow", ["jaxrl train --agent simbav2 --env dmc/CartpoleSwingup --steps 50000 --seed 0 "
                                 "--simbav2.critic-hidden-dim 128 --action-repeat 1 --updates-per-step 1"]),
+    ("tdmpc2_small_swingup", ["jaxrl train --agent tdmpc2 --env dmc/CartpoleSwingup --steps 50000 --seed 0 "
+                              "--num-envs 16 --tdmpc2.latent-dim 64 --tdmpc2.hidden-dim 128 --tdmpc2.encoder-dim 64 "
+                              "--tdmpc2.batch-size 64 --tdmpc2.num-samples 128 --tdmpc2.num-elites 16 "
+                              "--tdmpc2.num-pi-trajs 8 --tdmpc2.iterations 3 --action-repeat 1"]),
 ])
 def test_each_learning_figures_runs_were_measured_from_a_clean_checkout_as_the_page_types_them(repo_root, name,
                                                                                                 commands):
-    """The learning figures of massive.md, simbav2.md and tdmpc2.md (its SAC line): the commands they type, each run
-    stamped from a clean checkout, with a wall time for each evaluation (what ``--learning`` reads)."""
+    """The learning figures of massive.md, simbav2.md and tdmpc2.md (its small model's and SAC's lines): the commands
+    they type, each run stamped from a clean checkout, with a wall time for each evaluation (what ``--learning``
+    reads)."""
     with open(os.path.join(repo_root, "bench", "results", f"{name}.json")) as f:
         runs = json.load(f)["runs"]
     assert [r["command"] for r in runs] == commands
