@@ -3,9 +3,9 @@ the actor on ``state`` and the critics on ``privileged_state``, for a few batche
 -> buffer) and updates, through the engine's own phases. Learning on them is for an accelerator (a robot's MJX
 step compiles in ~40 s here and runs ~19 batched steps/s at 64 envs); these check that the program compiles and
 runs with finite values. Evaluation is left out: it would compile the robot's step a second time. The humanoids
-T1 and G1 train only under ``pytest --all-robots``: their compiles were the suite's longest robot tests (T1 260 s of
-a 105-minute suite on a 2-core CPU without AVX-512, 2026-12-08), and they run the code Go1 runs (a joystick task's
-state and privileged state, the same loop); T1's push switch is checked below without compiling."""
+T1 and G1 train only under ``pytest --all-robots``: T1 was the suite's longest robot test (260 s of a 105-minute
+suite on a 2-core CPU without AVX-512, 2026-12-08; G1 compiles longer still), and both run the code Go1 runs (a
+joystick task's state and privileged state, the same loop); T1's push switch is checked below without compiling."""
 import jax
 import jax.numpy as jnp
 import numpy as np
